@@ -1,0 +1,42 @@
+# Two commands for a fresh machine: `make demo` (train + verify) and `make test` (whole suite).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+LAB := ../shared/slurm-lab
+RUN_DIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: venv dev demo lab test test-fast test-slurm lint clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+	$(BIN)/pip install -q -e '.[examples]'
+
+dev: $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+
+demo: venv
+	$(BIN)/noderun run --nnodes 2 --nproc-per-node 2 --run-dir $(RUN_DIR) examples/ddp_classifier.py
+	$(BIN)/noderun verify $(RUN_DIR)
+
+lab:
+	$(LAB)/up.sh -n 3 -a
+
+test: dev lab lint
+	$(BIN)/pytest -q
+
+test-fast: dev
+	$(BIN)/pytest -q -m "not slurm and not slow"
+
+test-slurm: dev lab
+	$(BIN)/pytest -q -m slurm
+
+lint: dev
+	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,5 @@
+import sys
+
+from noderun.cli import main
+
+sys.exit(main())

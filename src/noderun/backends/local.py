@@ -1,0 +1,298 @@
+"""Run a LaunchPlan's agents on this machine and supervise them as one gang."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from noderun.plan import LaunchPlan
+
+_PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_EXCEPTION = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
+)
+# errors a rank raises only because another rank died first
+SECONDARY = ("Connection closed by peer", "Connection reset by peer", "remote worker crash")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclasses.dataclass
+class RankFailure:
+    """The first failure seen: which rank on which node, and why."""
+
+    node_rank: int
+    rank: int | None = None
+    local_rank: int | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+    def reason(self) -> str:
+        if self.exit_code is not None and self.exit_code < 0:
+            try:
+                name = signal.Signals(-self.exit_code).name
+            except ValueError:
+                name = f"signal {-self.exit_code}"
+            text = f"killed by {name}"
+        elif self.exit_code is not None:
+            text = f"exit code {self.exit_code}"
+        else:
+            text = "agent failed"
+        return f"{text}: {self.error}" if self.error else text
+
+    def describe(self) -> str:
+        if self.rank is None:
+            return f"node {self.node_rank} failed ({self.reason()})"
+        return (
+            f"rank {self.rank} (node {self.node_rank}, local rank {self.local_rank}) failed: "
+            f"{self.reason()}"
+        )
+
+
+@dataclasses.dataclass
+class RunResult:
+    exit_code: int
+    node_exit_codes: dict[int, int | None]
+    failure: RankFailure | None = None
+    interrupted_by: str | None = None
+    duration: float = 0.0
+
+
+class _NodeOutput:
+    """Splits one agent's output into per-rank lines: console prefix + per-rank log file."""
+
+    def __init__(self, supervisor: LocalSupervisor, node_rank: int) -> None:
+        self.sup = supervisor
+        self.node = node_rank
+        self.in_root_cause = False
+        self.root: dict[str, int] = {}
+
+    def feed(self, raw: str) -> None:
+        line = raw.rstrip("\n")
+        match = _PREFIX.match(line)
+        if match:
+            local = int(match.group(1))
+            rank = self.node * self.sup.plan.nproc_per_node + local
+            self.sup.emit(rank, f"{self.node}:{rank}| {match.group(2)}", match.group(2))
+            return
+        self.sup.agent_line(self.node, line)
+        if "Root Cause" in line:
+            self.in_root_cause = True
+        elif self.in_root_cause:
+            if m := _ROOT_RANK.match(line):
+                self.root["rank"], self.root["local_rank"] = int(m.group(1)), int(m.group(2))
+            elif m := _ROOT_EXIT.match(line):
+                self.root["exit_code"] = int(m.group(1))
+                self.in_root_cause = False
+
+
+class LocalSupervisor:
+    """Start every agent in its own session, stream output, and tear the gang down together."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        console: IO[str] | None = None,
+        grace: float = 3.0,
+        on_start: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.console = console or sys.stdout
+        self.grace = grace
+        self.on_start = on_start
+        self.logs = plan.run_dir / "logs"
+        self._lock = threading.Lock()
+        self._files: dict[str, IO[str]] = {}
+        self._last_error: dict[int, str] = {}
+        self._stop_signal: int | None = None
+
+    def emit(self, rank: int, console_line: str, text: str) -> None:
+        """One rank's line: to the console with its ``node:rank`` prefix, whole to its log."""
+        with self._lock:
+            self.console.write(console_line + "\n")
+            self.console.flush()
+            self._file(f"rank{rank}.log").write(text + "\n")
+            if m := _EXCEPTION.match(text.strip()):
+                self._last_error[rank] = m.group(1)[:300]
+
+    def agent_line(self, node: int, line: str) -> None:
+        with self._lock:
+            self._file(f"node{node}.agent.log").write(line + "\n")
+
+    def _file(self, name: str) -> IO[str]:
+        if name not in self._files:
+            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
+        return self._files[name]
+
+    def _pump(self, stream: IO[str], sink: _NodeOutput) -> None:
+        for line in iter(stream.readline, ""):
+            sink.feed(line)
+        stream.close()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._stop_signal = signum
+
+    def run(self) -> RunResult:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError, AttributeError):
+            # orphaned workers (their agent killed) come back to us, so none escapes teardown
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        start = time.monotonic()
+        procs: dict[int, subprocess.Popen[str]] = {}
+        sinks: dict[int, _NodeOutput] = {}
+        threads: list[threading.Thread] = []
+        try:
+            for node in self.plan.nodes:
+                proc = subprocess.Popen(
+                    node.argv,
+                    env={**os.environ, **node.env},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    start_new_session=True,
+                )
+                procs[node.node_rank] = proc
+                sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
+                for stream in (proc.stdout, proc.stderr):
+                    assert stream is not None
+                    thread = threading.Thread(
+                        target=self._pump, args=(stream, sinks[node.node_rank]), daemon=True
+                    )
+                    thread.start()
+                    threads.append(thread)
+            if self.on_start:
+                self.on_start([p.pid for p in procs.values()])
+            failed_node = self._watch(procs)
+        finally:
+            self._teardown(procs)
+            for thread in threads:
+                thread.join(timeout=5)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            with self._lock:
+                for handle in self._files.values():
+                    handle.close()
+                self._files.clear()
+        codes = {n: p.returncode for n, p in procs.items()}
+        result = RunResult(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - start)
+        if self._stop_signal is not None:
+            result.interrupted_by = signal.Signals(self._stop_signal).name
+            result.exit_code = 128 + self._stop_signal
+        elif failed_node is not None:
+            root = sinks[failed_node].root
+            failure = RankFailure(
+                node_rank=failed_node,
+                rank=root.get("rank"),
+                local_rank=root.get("local_rank"),
+                exit_code=root.get("exit_code", codes[failed_node]),
+            )
+            failure = self._first_failure(failure)
+            if failure.rank is not None and failure.error is None:
+                failure.error = self._last_error.get(failure.rank)
+            result.failure = failure
+            result.exit_code = 1
+        return result
+
+    def _first_failure(self, observed: RankFailure) -> RankFailure:
+        """Prefer the earliest primary error recorded by ranks over the first exit observed."""
+        records = []
+        for path in self.logs.glob("rank*.error.json"):
+            with contextlib.suppress(OSError, ValueError):
+                records.append(json.loads(path.read_text()))
+        primary = [r for r in records if not any(s in r.get("error", "") for s in SECONDARY)]
+        if not primary:
+            return observed
+        first = min(primary, key=lambda r: float(r["time"]))
+        if observed.rank == first["rank"]:
+            observed.error = first["error"]
+            return observed
+        nproc = self.plan.nproc_per_node
+        return RankFailure(
+            node_rank=int(first["node_rank"]),
+            rank=int(first["rank"]),
+            local_rank=int(first["rank"]) % nproc,
+            exit_code=1,
+            error=first["error"],
+        )
+
+    def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:
+        """Wait until all agents succeed (None), one fails (its node), or a signal arrives."""
+        while self._stop_signal is None:
+            done = {n: p.poll() for n, p in procs.items()}
+            for node, code in done.items():
+                if code not in (None, 0):
+                    return node
+            if all(code == 0 for code in done.values()):
+                return None
+            time.sleep(0.05)
+        return None
+
+    def _teardown(self, procs: dict[int, subprocess.Popen[str]]) -> None:
+        """SIGTERM every agent and worker, SIGKILL what is left after the grace period."""
+        me = psutil.Process()
+        victims = self._descendants(me)
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        deadline = time.monotonic() + self.grace
+        while time.monotonic() < deadline and any(p.poll() is None for p in procs.values()):
+            time.sleep(0.05)
+        for _ in range(3):
+            victims = self._descendants(me)
+            if not victims:
+                break
+            for proc in victims:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            psutil.wait_procs(victims, timeout=2)
+        for proc in procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        self._reap_orphans()
+
+    @staticmethod
+    def _descendants(me: psutil.Process) -> list[psutil.Process]:
+        try:
+            return [
+                p
+                for p in me.children(recursive=True)
+                if p.status() != psutil.STATUS_ZOMBIE
+            ]
+        except psutil.Error:
+            return []
+
+    @staticmethod
+    def _reap_orphans() -> None:
+        """As subreaper we inherit orphaned workers: collect their exit status."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+
+def tail(path: Path, lines: int = 20) -> list[str]:
+    """The last ``lines`` lines of a text file ([] if missing)."""
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []

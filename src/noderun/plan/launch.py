@@ -1,0 +1,145 @@
+"""LaunchPlan: what runs on which node, as argv + env. Pure: no processes, no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeCommand:
+    """One node's agent: the argv to exec and the variables to add to its environment."""
+
+    node_rank: int
+    host: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+
+    def shell(self) -> str:
+        """The command as copy-pasteable shell text, every word quoted."""
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return f"{exports} {shlex.join(self.argv)}".strip()
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """A whole job: nodes × processes per node, one rendezvous, one run directory."""
+
+    nnodes: int
+    nproc_per_node: int
+    master_addr: str
+    master_port: int
+    run_dir: Path
+    script: str
+    script_args: tuple[str, ...]
+    nodes: tuple[NodeCommand, ...]
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    def ranks_of(self, node_rank: int) -> range:
+        """Global ranks on ``node_rank`` (static rendezvous: node-major order)."""
+        start = node_rank * self.nproc_per_node
+        return range(start, start + self.nproc_per_node)
+
+    def rank_table(self) -> str:
+        """node → global ranks → local ranks, one line per node."""
+        lines = ["node  host              ranks        local ranks"]
+        for node in self.nodes:
+            ranks = self.ranks_of(node.node_rank)
+            lines.append(
+                f"{node.node_rank:<5} {node.host:<17} {ranks.start}-{ranks.stop - 1:<10} "
+                f"0-{self.nproc_per_node - 1}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
+
+
+def torchrun_argv(
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    node_rank: int,
+    master_addr: str,
+    master_port: int,
+    run_id: str,
+    log_dir: Path,
+    script: str,
+    script_args: Sequence[str],
+    python: str = sys.executable,
+) -> list[str]:
+    """torchrun with static rendezvous (several agents may share one host), no restarts."""
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+        f"--rdzv-id={run_id}",
+        "--max-restarts=0",
+        f"--log-dir={log_dir}",
+        "--redirects=3",
+        "--tee=3",
+        script,
+        *script_args,
+    ]
+
+
+def plan_local(
+    *,
+    nnodes: int,
+    nproc_per_node: int,
+    master_port: int,
+    run_dir: Path,
+    script: str,
+    script_args: Sequence[str],
+    run_id: str,
+    master_addr: str = "127.0.0.1",
+    python: str = sys.executable,
+) -> LaunchPlan:
+    """N simulated nodes on this machine, one torchrun agent each, one rendezvous."""
+    nodes = tuple(
+        NodeCommand(
+            node_rank=node,
+            host=f"localhost/{node}",
+            argv=tuple(
+                torchrun_argv(
+                    nnodes=nnodes,
+                    nproc_per_node=nproc_per_node,
+                    node_rank=node,
+                    master_addr=master_addr,
+                    master_port=master_port,
+                    run_id=run_id,
+                    log_dir=run_dir / "logs" / "torchelastic" / f"node{node}",
+                    script=script,
+                    script_args=script_args,
+                    python=python,
+                )
+            ),
+            env={
+                "NODERUN_RUN_DIR": str(run_dir),
+                "NODERUN_NODE_RANK": str(node),
+                "PYTHONUNBUFFERED": "1",
+            },
+        )
+        for node in range(nnodes)
+    )
+    return LaunchPlan(
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        master_addr=master_addr,
+        master_port=master_port,
+        run_dir=run_dir,
+        script=script,
+        script_args=tuple(script_args),
+        nodes=nodes,
+    )

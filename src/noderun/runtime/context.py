@@ -1,0 +1,269 @@
+"""``noderun.init()``: resolve the topology, set the device by local rank, start the group."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from noderun.errors import NoderunError
+from noderun.runtime.rendezvous import fail_fast_store
+from noderun.topology import Launcher, Topology
+
+T = TypeVar("T")
+
+DEFAULT_JOIN_TIMEOUT = 30.0
+DEFAULT_COLLECTIVE_TIMEOUT = 600.0
+
+
+def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise NoderunError(f"{name}={raw!r} is not a number", f"set {name} to seconds") from None
+
+
+def pick_backend(cuda_available: bool, requested: str | None = None) -> str:
+    """NCCL with CUDA, gloo without; an explicit request wins."""
+    if requested:
+        return requested
+    return "nccl" if cuda_available else "gloo"
+
+
+class Context:
+    """What a training script needs from the distributed runtime, ready to use."""
+
+    def __init__(self, topology: Topology, backend: str, device: torch.device, run_dir: Path):
+        self.topology = topology
+        self.backend = backend
+        self.device = device
+        self.run_dir = run_dir
+        self._store: Any = None
+        self._closed = False
+
+    rank = property(lambda self: self.topology.rank)
+    local_rank = property(lambda self: self.topology.local_rank)
+    world_size = property(lambda self: self.topology.world_size)
+    node_rank = property(lambda self: self.topology.node_rank)
+    is_main = property(lambda self: self.topology.rank == 0)
+
+    @property
+    def distributed(self) -> bool:
+        return dist.is_available() and dist.is_initialized()
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on rank 0 only, flushed, written as one line."""
+        if self.is_main:
+            text = " ".join(str(a) for a in args)
+            sys.stdout.write(text + kwargs.get("end", "\n"))
+            sys.stdout.flush()
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def all_reduce_mean(self, value: T) -> T:
+        """Mean over ranks of a float, a tensor, or a dict of floats; same type back."""
+        return self._all_reduce(value, mean=True)
+
+    def all_reduce_sum(self, value: T) -> T:
+        """Sum over ranks of a float, a tensor, or a dict of floats; same type back."""
+        return self._all_reduce(value, mean=False)
+
+    def _all_reduce(self, value: Any, mean: bool) -> Any:
+        if isinstance(value, Mapping):
+            keys = list(value)
+            reduced = self._all_reduce(
+                torch.tensor([float(value[k]) for k in keys], dtype=torch.float64), mean
+            )
+            return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().clone()
+            if self.distributed:
+                on_device = tensor.to(self.device) if self.backend == "nccl" else tensor
+                dist.all_reduce(on_device)
+                tensor = on_device.to(value.device)
+            return tensor / self.world_size if mean else tensor
+        tensor = self._all_reduce(torch.tensor(float(value), dtype=torch.float64), mean)
+        return float(tensor.item())
+
+    def broadcast_object(self, obj: T, src: int = 0) -> T:
+        """Send a picklable object from ``src`` to every rank."""
+        if not self.distributed:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=src)
+        return box[0]  # type: ignore[no-any-return]
+
+    def gather_object(self, obj: T) -> list[T]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        if not self.distributed:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def loader(
+        self,
+        dataset: Any,
+        batch_size: int,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> torch.utils.data.DataLoader[Any]:
+        """A DataLoader over this rank's shard (DistributedSampler); call ``set_epoch`` each epoch."""
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(
+            dataset,
+            num_replicas=self.world_size,
+            rank=self.rank,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+        )
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, **kwargs)
+
+    @staticmethod
+    def set_epoch(loader: torch.utils.data.DataLoader[Any], epoch: int) -> None:
+        """Reshuffle a ``loader()`` for ``epoch`` (the step people forget)."""
+        sampler = loader.sampler
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+
+    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move ``model`` to this rank's device and wrap it in DDP when distributed."""
+        model = model.to(self.device)
+        if not self.distributed:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+
+    def shutdown(self) -> None:
+        """Destroy the process group; safe to call twice and at exit."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.distributed:
+            dist.destroy_process_group()
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"Context({self.topology.describe()}, backend={self.backend}, device={self.device})"
+
+
+def _default_run_dir(environ: Mapping[str, str]) -> Path:
+    if environ.get("NODERUN_RUN_DIR"):
+        return Path(environ["NODERUN_RUN_DIR"])
+    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "run"
+    return Path("runs") / f"{script}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def init(
+    run_dir: str | os.PathLike[str] | None = None,
+    backend: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Context:
+    """Resolve rank/local_rank/world size from any launcher and set up the process group.
+
+    Works under ``noderun run``, plain ``torchrun``, plain ``srun`` and bare ``python``.
+    """
+    env = os.environ if environ is None else environ
+    started = time.monotonic()
+    topo = Topology.from_env(env)
+    cuda = torch.cuda.is_available()
+    topo.validate(torch.cuda.device_count() if cuda else 0)
+    chosen = pick_backend(cuda, backend or env.get("NODERUN_BACKEND"))
+    if chosen == "nccl":
+        torch.cuda.set_device(topo.local_rank)
+        device = torch.device("cuda", topo.local_rank)
+    else:
+        device = torch.device("cpu")
+    join_timeout = _env_float(env, "NODERUN_JOIN_TIMEOUT", DEFAULT_JOIN_TIMEOUT)
+    timeout = _env_float(env, "NODERUN_TIMEOUT", DEFAULT_COLLECTIVE_TIMEOUT)
+    ctx = Context(topo, chosen, device, Path("."))
+    if topo.is_distributed:
+        pg_timeout = datetime.timedelta(seconds=timeout)
+        if topo.launcher is Launcher.TORCHRUN:
+            # torchrun's agents already met; workers reuse the agent store through env://
+            dist.init_process_group(chosen, timeout=pg_timeout)
+        else:
+            ctx._store = fail_fast_store(topo, join_timeout, timeout)
+            dist.init_process_group(
+                chosen,
+                store=ctx._store,
+                rank=topo.rank,
+                world_size=topo.world_size,
+                timeout=pg_timeout,
+            )
+    ctx.run_dir = Path(run_dir) if run_dir else ctx.broadcast_object(_default_run_dir(env))
+    hosts = ctx.gather_object(socket.gethostname())
+    if ctx.is_main:
+        _write_runtime_json(ctx, hosts, time.monotonic() - started)
+    atexit.register(ctx.shutdown)
+    _record_uncaught(ctx)
+    return ctx
+
+
+def _record_uncaught(ctx: Context) -> None:
+    """An uncaught exception leaves ``logs/rank<R>.error.json`` with a precise time, so the
+    launcher names the rank that failed first, not a peer that merely lost its connection."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        with contextlib.suppress(Exception):
+            record = {
+                "rank": ctx.rank,
+                "node_rank": ctx.node_rank,
+                "host": socket.gethostname(),
+                "time": time.time(),
+                "error": f"{kind.__name__}: {value}".splitlines()[0][:500],
+            }
+            logs = ctx.run_dir / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / f"rank{ctx.rank}.error.json").write_text(json.dumps(record))
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+def _write_runtime_json(ctx: Context, hosts: list[str], init_seconds: float) -> None:
+    """Rank 0 records what the runtime saw, for ``noderun verify``."""
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    record = {
+        "topology": ctx.topology.to_dict(),
+        "backend": ctx.backend,
+        "device": str(ctx.device),
+        "world_size": ctx.world_size,
+        "rank_hosts": hosts,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "init_seconds": round(init_seconds, 3),
+        "process_group_initialized": ctx.distributed,
+    }
+    tmp = ctx.run_dir / "runtime.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(ctx.run_dir / "runtime.json")

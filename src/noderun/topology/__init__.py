@@ -1,0 +1,16 @@
+"""Pure topology resolution: environ dict in, frozen Topology out."""
+
+from noderun.topology.hostlist import expand_hostlist, tasks_per_node
+from noderun.topology.model import Launcher, Topology, detect_launcher
+from noderun.topology.ports import free_port, port_for_job, require_free_port
+
+__all__ = [
+    "Launcher",
+    "Topology",
+    "detect_launcher",
+    "expand_hostlist",
+    "free_port",
+    "port_for_job",
+    "require_free_port",
+    "tasks_per_node",
+]

@@ -1,0 +1,75 @@
+"""Expand SLURM host lists such as ``gpu-a[001-004,010],gpu-b7`` without calling scontrol."""
+
+from __future__ import annotations
+
+import re
+
+from noderun.errors import TopologyError
+
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets: ``a[1,2],b`` -> ``['a[1,2]', 'b']``."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth != 0:
+        raise TopologyError(f"unbalanced brackets in host list {text!r}", "check SLURM_JOB_NODELIST")
+    parts.append("".join(current))
+    return [p for p in parts if p]
+
+
+def _expand_ranges(body: str, source: str) -> list[str]:
+    """``001-003,010`` -> ``['001', '002', '003', '010']`` keeping zero padding."""
+    out: list[str] = []
+    for item in body.split(","):
+        match = _RANGE.match(item.strip())
+        if not match:
+            raise TopologyError(f"bad range {item!r} in host list {source!r}", "check the node list")
+        start, end = match.group(1), match.group(2) or match.group(1)
+        width = len(start)
+        if int(end) < int(start):
+            raise TopologyError(f"descending range {item!r} in host list {source!r}", "")
+        out.extend(str(n).zfill(width) for n in range(int(start), int(end) + 1))
+    return out
+
+
+def _expand_one(pattern: str, source: str) -> list[str]:
+    """Expand one host pattern, which may hold several bracket groups."""
+    match = re.search(r"\[([^\]]*)\]", pattern)
+    if not match:
+        return [pattern]
+    prefix, suffix = pattern[: match.start()], pattern[match.end() :]
+    return [
+        host
+        for value in _expand_ranges(match.group(1), source)
+        for host in _expand_one(prefix + value + suffix, source)
+    ]
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """``'node[1-2],login'`` -> ``['node1', 'node2', 'login']``; order is SLURM's order."""
+    text = text.strip()
+    if not text:
+        return []
+    return [host for part in _split_top_level(text) for host in _expand_one(part, text)]
+
+
+def tasks_per_node(text: str) -> list[int]:
+    """Expand ``SLURM_TASKS_PER_NODE`` such as ``'2(x3),1'`` -> ``[2, 2, 2, 1]``."""
+    counts: list[int] = []
+    for item in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        if not match:
+            raise TopologyError(f"bad tasks-per-node value {text!r}", "check SLURM_TASKS_PER_NODE")
+        counts.extend([int(match.group(1))] * int(match.group(2) or 1))
+    return counts

@@ -1,0 +1,158 @@
+"""``noderun run``: launch a script on N simulated nodes of this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from noderun import rundir
+from noderun.backends.local import LocalSupervisor, RunResult, tail
+from noderun.errors import UsageError
+from noderun.plan import LaunchPlan, plan_local
+from noderun.topology import free_port, require_free_port
+from noderun.verbs.options import add_env_option, port_number, positive_int
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "run",
+        help="launch a script on N simulated nodes of this machine",
+        description="Launch SCRIPT as a multi-node job: one torchrun agent per node, "
+        "P processes each, one rendezvous. Arguments after SCRIPT go to the script.",
+    )
+    add_env_option(parser, "--nnodes", type=positive_int, default=1, help="nodes")
+    add_env_option(
+        parser, "--nproc-per-node", type=positive_int, default=1, help="processes per node"
+    )
+    add_env_option(parser, "--run-dir", type=Path, help="run directory (default runs/<name>-…)")
+    add_env_option(parser, "--master-port", type=port_number, help="rendezvous port (default: free)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
+    parser.add_argument("script", help="training script (.py)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
+    parser.set_defaults(handler=main)
+
+
+def build_plan(args: argparse.Namespace) -> LaunchPlan:
+    """Check every input before anything starts; raise UsageError with the fix."""
+    script = Path(args.script)
+    if not script.is_file():
+        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+    if (run_dir / rundir.RUN_JSON).exists():
+        raise UsageError(
+            f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
+        )
+    port = require_free_port(args.master_port) if args.master_port else free_port()
+    return plan_local(
+        nnodes=args.nnodes,
+        nproc_per_node=args.nproc_per_node,
+        master_port=port,
+        run_dir=run_dir,
+        script=str(script.resolve()),
+        script_args=args.script_args,
+        run_id=run_dir.name,
+    )
+
+
+def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
+    return {
+        "command": argv,
+        "backend": "local",
+        "script": plan.script,
+        "script_args": list(plan.script_args),
+        "topology": {
+            "nnodes": plan.nnodes,
+            "nproc_per_node": plan.nproc_per_node,
+            "world_size": plan.world_size,
+            "master_addr": plan.master_addr,
+            "master_port": plan.master_port,
+        },
+        "hosts": [socket.gethostname()] * plan.nnodes,
+        "versions": {
+            "python": platform.python_version(),
+            "torch": metadata.version("torch"),
+            "noderun": metadata.version("noderun"),
+        },
+        "cwd": os.getcwd(),
+        "status": "running",
+        "start_time": rundir.now_iso(),
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    plan = build_plan(args)
+    if args.dry_run:
+        print(plan)
+        return 0
+    record = _run_record(plan, sys.argv)
+    run_json = plan.run_dir / rundir.RUN_JSON
+    rundir.write_json_atomic(run_json, record)
+    print(
+        f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
+        f"master 127.0.0.1:{plan.master_port}, run dir {plan.run_dir}",
+        flush=True,
+    )
+    result = LocalSupervisor(plan).run()
+    record.update(_outcome(result))
+    rundir.write_json_atomic(run_json, record)
+    _report(plan, result)
+    return result.exit_code
+
+
+def _outcome(result: RunResult) -> dict[str, object]:
+    status = "completed"
+    if result.interrupted_by:
+        status = "interrupted"
+    elif result.failure:
+        status = "failed"
+    outcome: dict[str, object] = {
+        "status": status,
+        "end_time": rundir.now_iso(),
+        "duration_sec": round(result.duration, 3),
+        "exit_code": result.exit_code,
+        "node_exit_codes": {str(k): v for k, v in result.node_exit_codes.items()},
+    }
+    if result.failure:
+        outcome["failure"] = {
+            "node_rank": result.failure.node_rank,
+            "rank": result.failure.rank,
+            "local_rank": result.failure.local_rank,
+            "exit_code": result.failure.exit_code,
+            "reason": result.failure.reason(),
+        }
+    if result.interrupted_by:
+        outcome["interrupted_by"] = result.interrupted_by
+    return outcome
+
+
+def _report(plan: LaunchPlan, result: RunResult) -> None:
+    if result.interrupted_by:
+        print(
+            f"noderun: interrupted by {result.interrupted_by}; all ranks stopped "
+            f"(run dir {plan.run_dir})",
+            file=sys.stderr,
+        )
+    elif result.failure:
+        failure = result.failure
+        log = plan.run_dir / "logs" / (
+            f"rank{failure.rank}.log" if failure.rank is not None else f"node{failure.node_rank}.agent.log"
+        )
+        if failure.rank is None:
+            for line in tail(log, 15):
+                print(f"  {line}", file=sys.stderr)
+        print(
+            f"noderun: job failed: {failure.describe()}; all ranks stopped; see {log} "
+            f"(or `noderun explain {plan.run_dir}`)",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"noderun: job completed in {result.duration:.1f} s; run dir {plan.run_dir} "
+            f"(check it with `noderun verify {plan.run_dir}`)",
+            flush=True,
+        )
