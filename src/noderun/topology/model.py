@@ -36,6 +36,7 @@ SOURCES: dict[Launcher, dict[str, tuple[str, ...]]] = {
         "world_size": ("WORLD_SIZE",),
         "local_world_size": ("LOCAL_WORLD_SIZE",),
         "node_rank": ("GROUP_RANK", "NODE_RANK"),
+        "nnodes": ("GROUP_WORLD_SIZE",),
     },
     Launcher.ENV: {
         "rank": ("RANK",),
@@ -169,7 +170,7 @@ class Topology:
             # without LOCAL_WORLD_SIZE the job is taken to be one node
             local_world_size = fields["local_world_size"] or world_size
             node_rank = fields["node_rank"] if fields["node_rank"] is not None else 0
-            nnodes = max(world_size // max(local_world_size, 1), 1)
+            nnodes = fields.get("nnodes") or max(world_size // max(local_world_size, 1), 1)
         master_addr = environ.get("MASTER_ADDR") or (hosts[0] if hosts else None)
         master_port = _read_int(environ, ("MASTER_PORT",))
         if master_port is None and launcher is Launcher.SLURM and job_id:

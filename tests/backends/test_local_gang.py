@@ -1,0 +1,111 @@
+"""Real local multi-node launches: success, a crashing rank, SIGKILL teardown, Ctrl-C/SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCRIPTS, clean_env, noderun, processes_running
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def gang_script(tmp_path: Path) -> Path:
+    """A private copy of the workload, so leftover processes can be found by its path."""
+    target = tmp_path / f"gang_{tmp_path.name}.py"
+    shutil.copy(SCRIPTS / "gang.py", target)
+    return target
+
+
+def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
+         str(gang_script)]
+    )
+    assert result.returncode == 0, result.stderr
+    for rank in range(4):
+        node = rank // 2
+        assert f"{node}:{rank}| rank {rank} of 4 on node {node} sum=6" in result.stdout
+        log = (run_dir / "logs" / f"rank{rank}.log").read_text()
+        assert f"rank {rank} of 4 on node {node} sum=6" in log
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "completed" and record["exit_code"] == 0
+    assert record["topology"]["world_size"] == 4
+    assert record["node_exit_codes"] == {"0": 0, "1": 0}
+    assert record["end_time"] >= record["start_time"]
+    runtime = json.loads((run_dir / "runtime.json").read_text())
+    assert runtime["world_size"] == 4 and runtime["backend"] == "gloo"
+    assert runtime["topology"]["launcher"] == "torchrun"
+    assert "job completed" in result.stdout
+
+
+def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
+         str(gang_script)],
+        GANG_MODE="raise:2",
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 2 (node 1, local rank 0) failed" in last
+    assert "ValueError: deliberate failure on rank 2" in last
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "failed"
+    assert record["failure"]["rank"] == 2 and record["failure"]["node_rank"] == 1
+    assert not processes_running(str(gang_script))
+
+
+def test_sigkilled_rank_tears_down_the_gang_fast(tmp_path: Path, gang_script: Path) -> None:
+    start = time.monotonic()
+    result = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "r"),
+         str(gang_script)],
+        GANG_MODE="sigkill:3",
+    )
+    elapsed = time.monotonic() - start
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 3 (node 1, local rank 1) failed: killed by SIGKILL" in last
+    assert not processes_running(str(gang_script))
+    # the kill happens ~0.5 s after init; the rest is teardown (startup takes most of it)
+    startup = json.loads((tmp_path / "r" / "runtime.json").read_text())["init_seconds"]
+    assert elapsed < 10 + startup + 15, elapsed
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_noderun_stops_every_rank(
+    tmp_path: Path, gang_script: Path, signum: signal.Signals
+) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noderun", "run", "--nnodes", "2", "--nproc-per-node", "2",
+         "--run-dir", str(run_dir), str(gang_script)],
+        env=clean_env(GANG_MODE="hang"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (run_dir / "runtime.json").exists():
+        time.sleep(0.2)
+    assert (run_dir / "runtime.json").exists(), "ranks never started"
+    assert len(processes_running(str(gang_script))) >= 4  # noderun, 2 agents, 4 ranks
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 10
+    assert proc.returncode == 128 + signum
+    assert f"interrupted by {signum.name}" in err
+    assert not processes_running(str(gang_script))
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "interrupted"

@@ -1,0 +1,57 @@
+"""Shared fixtures: the noderun command, a clean environment, leftover-process checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without launcher variables (tests may run inside a SLURM job or torchrun)."""
+    drop = ("SLURM_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+            "MASTER_", "TORCHELASTIC_", "NODERUN_", "OMPI_COMM_WORLD_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(extra)
+    return env
+
+
+def noderun(
+    args: Sequence[str], timeout: float = 120, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "noderun", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=clean_env(**env),
+    )
+
+
+def processes_running(marker: str) -> list[psutil.Process]:
+    """Live (non-zombie) processes whose command line mentions ``marker``."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if any(marker in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.fixture
+def scripts() -> Path:
+    return SCRIPTS
