@@ -15,6 +15,7 @@ from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.errors import UsageError
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
+from noderun.verbs import run_slurm
 from noderun.verbs.options import add_env_option, port_number, positive_int
 
 
@@ -25,12 +26,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Launch SCRIPT as a multi-node job: one torchrun agent per node, "
         "P processes each, one rendezvous. Arguments after SCRIPT go to the script.",
     )
-    add_env_option(parser, "--nnodes", type=positive_int, default=1, help="nodes")
+    add_env_option(
+        parser, "--nnodes", type=positive_int, help="nodes (default 1; inside SLURM: all allocated)"
+    )
     add_env_option(
         parser, "--nproc-per-node", type=positive_int, default=1, help="processes per node"
     )
     add_env_option(parser, "--run-dir", type=Path, help="run directory (default runs/<name>-…)")
     add_env_option(parser, "--master-port", type=port_number, help="rendezvous port (default: free)")
+    run_slurm.add_allocation_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     parser.add_argument("script", help="training script (.py)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
@@ -49,7 +53,7 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         )
     port = require_free_port(args.master_port) if args.master_port else free_port()
     return plan_local(
-        nnodes=args.nnodes,
+        nnodes=args.nnodes or 1,
         nproc_per_node=args.nproc_per_node,
         master_port=port,
         run_dir=run_dir,
@@ -85,6 +89,8 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
+        return run_slurm.main(args)
     plan = build_plan(args)
     if args.dry_run:
         print(plan)

@@ -1,0 +1,220 @@
+"""Run a StepPlan's srun step inside an allocation: per-rank logs, ``node:rank`` console
+prefixes, and the first failure named by rank and host."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO
+
+from noderun.backends.local import SECONDARY
+from noderun.plan.slurm import LaunchMode, StepPlan
+
+_LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
+_WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
+_NODE_ERROR = "noderun.node: error: "
+
+
+@dataclasses.dataclass
+class StepFailure:
+    """What went wrong first, as precisely as the output allows."""
+
+    summary: str  # one line, names rank and host when known
+    rank: int | None = None
+    log: str | None = None
+
+
+@dataclasses.dataclass
+class StepResult:
+    exit_code: int
+    srun_exit_code: int | None
+    duration: float
+    failure: StepFailure | None = None
+    interrupted_by: str | None = None
+
+
+def _signal_text(code: int) -> str:
+    with contextlib.suppress(ValueError):
+        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+    return f"killed by signal {-code}"
+
+
+class StepSupervisor:
+    """Start ``srun`` for ``plan`` and route its labelled output to one log per rank."""
+
+    def __init__(self, plan: StepPlan, console: IO[str] | None = None) -> None:
+        self.plan = plan
+        self.console = console or sys.stdout
+        self.logs = plan.run_dir / "logs"
+        self._lock = threading.Lock()
+        self._files: dict[str, IO[str]] = {}
+        self._node_errors: list[tuple[int, str]] = []  # (node or rank task, message)
+        self._root: dict[int, dict[str, int]] = {}  # node -> torchrun root cause
+        self._in_root: set[int] = set()
+        self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
+        self._proc: subprocess.Popen[str] | None = None
+        self._stop_signal: int | None = None
+
+    def _file(self, name: str) -> IO[str]:
+        if name not in self._files:
+            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
+        return self._files[name]
+
+    def _write(self, console_line: str, log: str, text: str) -> None:
+        with self._lock:
+            self.console.write(console_line + "\n")
+            self.console.flush()
+            self._file(log).write(text + "\n")
+
+    def feed(self, raw: str) -> None:
+        """One line of srun output: ``T: text`` (task T) or srun's own message."""
+        line = raw.rstrip("\n")
+        match = _LABEL.match(line)
+        if not match:
+            self._write(line, "srun.log", line)
+            if m := _SRUN_TASK.search(line):
+                self._srun_errors.append((m.group(1), m.group(2), m.group(3).strip()))
+            return
+        task, text = int(match.group(1)), match.group(2)
+        if self.plan.mode is LaunchMode.SRUN:
+            node = self.plan.node_of_rank(task)
+            self._rank_line(node, task, text)
+            if text.startswith(_NODE_ERROR):
+                self._node_errors.append((task, text.removeprefix(_NODE_ERROR)))
+            return
+        worker = _WORKER.match(text)
+        if worker:
+            local = int(worker.group(1))
+            self._rank_line(task, task * self.plan.nproc_per_node + local, worker.group(2))
+            return
+        self._agent_line(task, text)
+
+    def _rank_line(self, node: int, rank: int, text: str) -> None:
+        self._write(f"{node}:{rank}| {text}", f"rank{rank}.log", text)
+
+    def _agent_line(self, node: int, text: str) -> None:
+        if text.startswith(_NODE_ERROR):
+            self._node_errors.append((node, text.removeprefix(_NODE_ERROR)))
+            self._write(f"{node}:-| {text}", f"node{node}.agent.log", text)
+        else:
+            with self._lock:
+                self._file(f"node{node}.agent.log").write(text + "\n")
+        if "Root Cause" in text:
+            self._in_root.add(node)
+        elif node in self._in_root:
+            root = self._root.setdefault(node, {})
+            if m := _ROOT_RANK.match(text):
+                root["rank"], root["local_rank"] = int(m.group(1)), int(m.group(2))
+            elif m := _ROOT_EXIT.match(text):
+                root["exit_code"] = int(m.group(1))
+                self._in_root.discard(node)
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in iter(stream.readline, ""):
+            self.feed(line)
+        stream.close()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._stop_signal = signum
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
+
+    def run(self) -> StepResult:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        start = time.monotonic()
+        threads: list[threading.Thread] = []
+        try:
+            self._proc = subprocess.Popen(
+                self.plan.srun_argv(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+            )
+            for stream in (self._proc.stdout, self._proc.stderr):
+                assert stream is not None
+                thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+                thread.start()
+                threads.append(thread)
+            code = self._proc.wait()
+        finally:
+            for thread in threads:
+                thread.join(timeout=10)
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
+            with self._lock:
+                for handle in self._files.values():
+                    handle.close()
+                self._files.clear()
+        result = StepResult(
+            exit_code=0 if code == 0 else 1, srun_exit_code=code, duration=time.monotonic() - start
+        )
+        if self._stop_signal is not None:
+            result.interrupted_by = signal.Signals(self._stop_signal).name
+            result.exit_code = 128 + self._stop_signal
+        elif code != 0:
+            result.failure = self.diagnose(code)
+        return result
+
+    def diagnose(self, srun_code: int) -> StepFailure:
+        """Name the first failure: a node entrypoint's error, a rank's, or srun's report."""
+        plan = self.plan
+        if self._node_errors:
+            # the master's message names who never arrived; prefer it over the others'
+            task, message = min(self._node_errors, key=lambda item: item[0])
+            node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
+            return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
+        recorded = self._first_error_record()
+        if recorded is not None:
+            rank, error = recorded
+            node = plan.node_of_rank(rank)
+            return StepFailure(
+                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
+                f"{rank % plan.nproc_per_node}) failed first: {error}",
+                rank=rank,
+                log=f"rank{rank}.log",
+            )
+        for node, root in sorted(self._root.items()):
+            if "rank" in root:
+                rank = root["rank"]
+                return StepFailure(
+                    f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
+                    f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
+                    rank=rank,
+                    log=f"rank{rank}.log",
+                )
+        if self._srun_errors:
+            host, tasks, text = self._srun_errors[0]
+            what = "rank" if plan.mode is LaunchMode.SRUN else "node"
+            first = int(tasks.split(",")[0].split("-")[0])
+            return StepFailure(
+                f"{what} {first} on {host} failed: {text}",
+                rank=first if plan.mode is LaunchMode.SRUN else None,
+                log=f"rank{first}.log" if plan.mode is LaunchMode.SRUN else "srun.log",
+            )
+        return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
+
+    def _first_error_record(self) -> tuple[int, str] | None:
+        """Uncaught exceptions recorded by noderun.init() ranks, earliest primary one first."""
+        records = []
+        for path in self.logs.glob("rank*.error.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                data = json.loads(path.read_text())
+                records.append((float(data["time"]), int(data["rank"]), str(data["error"])))
+        primary = [r for r in records if not any(s in r[2] for s in SECONDARY)]
+        if not primary:
+            return None
+        _, rank, error = min(primary)
+        return rank, error

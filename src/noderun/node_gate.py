@@ -1,0 +1,186 @@
+"""A check-in before torch starts: every participant (node or rank) reports to the master
+within the join timeout, or the master names who never arrived. Standard library only, so it
+costs milliseconds, not a torch import; it also proves MASTER_ADDR:MASTER_PORT is reachable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+import time
+from collections.abc import Callable
+
+from noderun.errors import RendezvousTimeoutError, UsageError
+
+_READ_TIMEOUT = 5.0
+_RETRY_SECONDS = 0.1
+
+
+class GateError(RendezvousTimeoutError):
+    """The check-in failed: someone never arrived, or the master was unreachable."""
+
+
+def _send_line(conn: socket.socket, text: str) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(text.replace("\n", " ").encode() + b"\n")
+
+
+def _read_line(conn: socket.socket, timeout: float) -> str:
+    """One ``\\n``-terminated line ('' on EOF or timeout)."""
+    conn.settimeout(timeout)
+    data = b""
+    with contextlib.suppress(OSError):
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode(errors="replace").strip()
+
+
+class NodeGate:
+    """Participants ``0..total-1`` meet at ``addr:port``; participant 0 listens there.
+
+    ``describe(i)`` names participant ``i`` in messages, e.g. ``node 1 (node2, ranks 2-3)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        total: int,
+        addr: str,
+        port: int,
+        host: str,
+        join_timeout: float,
+        describe: Callable[[int], str],
+        noun: str = "nodes",
+    ) -> None:
+        self.index = index
+        self.total = total
+        self.addr = addr
+        self.port = port
+        self.host = host
+        self.join_timeout = join_timeout
+        self.describe = describe
+        self.noun = noun
+
+    @property
+    def where(self) -> str:
+        return f"{self.addr}:{self.port}"
+
+    def wait(self) -> None:
+        """Return once all participants checked in; raise GateError/UsageError otherwise."""
+        if self.total <= 1:
+            return
+        if self.index == 0:
+            self._serve()
+        else:
+            self._join()
+
+    def _listen(self) -> socket.socket:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(("", self.port))  # all interfaces, as torch's TCPStore will
+        except OSError as err:
+            listener.close()
+            if err.errno == errno.EADDRINUSE:
+                raise UsageError(
+                    f"MASTER_PORT {self.port} is already in use on {self.host}",
+                    "pass another --master-port (or leave it out: it is derived from the job id)",
+                ) from None
+            raise
+        listener.listen(max(self.total, 16))
+        listener.settimeout(_RETRY_SECONDS)
+        return listener
+
+    def _serve(self) -> None:
+        listener = self._listen()
+        arrived: dict[int, tuple[socket.socket, str]] = {}
+        deadline = time.monotonic() + self.join_timeout
+        try:
+            while len(arrived) < self.total - 1 and time.monotonic() < deadline:
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                self._admit(conn, arrived)
+            if len(arrived) < self.total - 1:
+                missing = [i for i in range(1, self.total) if i not in arrived]
+                error = self._timeout_error(missing, arrived)
+                for conn, _ in arrived.values():
+                    _send_line(conn, f"ABORT {error}")
+                raise error
+            for conn, _ in arrived.values():
+                _send_line(conn, "GO")
+            for conn, _ in arrived.values():
+                _read_line(conn, _READ_TIMEOUT)  # wait for the peer to close first: no TIME_WAIT
+        finally:
+            for conn, _ in arrived.values():
+                conn.close()
+            listener.close()
+
+    def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
+        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=2)
+        if len(words) != 3 or words[0] != "HELLO" or not words[1].isdigit():
+            conn.close()  # not one of ours (a port scanner, another job): ignore it
+            return
+        index, host = int(words[1]), words[2]
+        if not 0 < index < self.total or index in arrived:
+            other = self.host if index == 0 else arrived[index][1] if index in arrived else "?"
+            error = GateError(
+                f"{self.describe(index) if index < self.total else f'participant {index}'} "
+                f"checked in twice or out of range (from {host} and {other}) at {self.where}",
+                "start exactly one `python -m noderun.node` per node (srun --ntasks-per-node=1)",
+            )
+            _send_line(conn, f"ABORT {error}")
+            conn.close()
+            for other_conn, _ in arrived.values():
+                _send_line(other_conn, f"ABORT {error}")
+            raise error
+        arrived[index] = (conn, host)
+
+    def _timeout_error(
+        self, missing: list[int], arrived: dict[int, tuple[socket.socket, str]]
+    ) -> GateError:
+        shown = "; ".join(self.describe(i) for i in missing[:8])
+        more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+        hosts = sorted({self.host, *(host for _, host in arrived.values())})
+        return GateError(
+            f"{self.total - len(missing)}/{self.total} {self.noun} checked in at {self.where} "
+            f"within {self.join_timeout:g} s; never arrived: {shown}{more} "
+            f"(arrived from {', '.join(hosts)})",
+            "every node must run under the same srun step "
+            "(srun --nodes=N --ntasks-per-node=1 python -m noderun.node …); a node that never "
+            "started, or a wrong MASTER_ADDR on it, looks like this",
+        )
+
+    def _join(self) -> None:
+        deadline = time.monotonic() + self.join_timeout
+        last_error = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                conn = socket.create_connection(
+                    (self.addr, self.port), timeout=max(deadline - time.monotonic(), 0.1)
+                )
+            except OSError as err:
+                last_error = err.strerror or type(err).__name__
+                time.sleep(_RETRY_SECONDS)
+                continue
+            with conn:
+                _send_line(conn, f"HELLO {self.index} {self.host}")
+                answer = _read_line(conn, self.join_timeout + _READ_TIMEOUT)
+            if answer == "GO":
+                return
+            if answer.startswith("ABORT "):
+                raise GateError(answer.removeprefix("ABORT "))
+            last_error = "the master closed the connection"
+            time.sleep(_RETRY_SECONDS)
+        raise GateError(
+            f"{self.describe(self.index)} on {self.host} could not check in with the master at "
+            f"{self.where} within {self.join_timeout:g} s ({last_error})",
+            "node 0 never started its `python -m noderun.node` (was srun given fewer nodes?) or "
+            "MASTER_ADDR is wrong; every node must run under the same srun step",
+        )

@@ -1,0 +1,215 @@
+"""``noderun run`` inside a SLURM allocation (sbatch or salloc): one srun step over the nodes.
+
+More than one node, srun mode, or a shell that is not on an allocated node (salloc): srun +
+``python -m noderun.node``. One node in torchrun mode from the batch script: torchrun directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+
+from noderun import rundir
+from noderun.backends.local import LocalSupervisor
+from noderun.backends.slurm import write_sacct_summary
+from noderun.backends.slurm_step import StepFailure, StepResult, StepSupervisor
+from noderun.errors import UsageError
+from noderun.node import hostnames
+from noderun.plan import plan_local
+from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
+from noderun.topology import port_for_job, require_free_port, tasks_per_node
+from noderun.verbs.options import add_env_option
+
+
+def add_allocation_options(parser: argparse.ArgumentParser) -> None:
+    """Options that matter inside a SLURM allocation (``noderun run`` registers them)."""
+    add_env_option(
+        parser,
+        "--mode",
+        type=LaunchMode,
+        default=LaunchMode.TORCHRUN,
+        help="inside SLURM: torchrun (one agent per node) or srun (one task per rank)",
+    )
+    add_env_option(
+        parser,
+        "--join-timeout",
+        type=float,
+        default=DEFAULT_JOIN_TIMEOUT,
+        help="seconds for every node/rank to arrive before the job fails, naming the absent",
+    )
+
+
+def inside_allocation(environ: Mapping[str, str]) -> bool:
+    """In a batch script or an salloc shell, not inside an srun step."""
+    in_step = "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
+    return bool(environ.get("SLURM_JOB_ID")) and not in_step
+
+
+def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
+    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+    run_json = run_dir / rundir.RUN_JSON
+    if run_json.exists():
+        previous = rundir.read_json(run_json)
+        # noderun submit wrote it before sbatch; a requeued job comes back to its own
+        if previous.get("status") != "submitted" and str(previous.get("job_id")) != job_id:
+            raise UsageError(
+                f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
+            )
+    return run_dir
+
+
+def build_step(args: argparse.Namespace, environ: Mapping[str, str]) -> StepPlan:
+    """Check the request against the allocation; raise UsageError with the fix."""
+    job_id = environ["SLURM_JOB_ID"]
+    script = Path(args.script)
+    if not script.is_file():
+        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    allocated = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
+    nnodes = args.nnodes or len(allocated) or 1
+    if nnodes > len(allocated):
+        raise UsageError(
+            f"--nnodes {nnodes} but job {job_id} has {len(allocated)} node(s) "
+            f"({', '.join(allocated)})",
+            f"ask for the nodes at allocation time (salloc/sbatch --nodes={nnodes}) or lower "
+            "--nnodes",
+        )
+    mode = LaunchMode(args.mode)
+    cpus = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
+    if mode is LaunchMode.SRUN and cpus and args.nproc_per_node > min(cpus):
+        raise UsageError(
+            f"--nproc-per-node {args.nproc_per_node} in srun mode needs that many CPUs per node, "
+            f"but job {job_id} has {min(cpus)} on some node",
+            f"allocate with --ntasks-per-node={args.nproc_per_node}, or use --mode torchrun",
+        )
+    return StepPlan(
+        mode=mode,
+        nnodes=nnodes,
+        nproc_per_node=args.nproc_per_node,
+        run_dir=_run_dir(args, job_id),
+        script=str(script.resolve()),
+        script_args=tuple(args.script_args),
+        join_timeout=args.join_timeout,
+        master_port=args.master_port,
+        hosts=tuple(allocated[:nnodes]),
+        nodelist=",".join(allocated[:nnodes]) if nnodes < len(allocated) else None,
+    )
+
+
+def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
+    """A batch script runs on the first allocated node; an salloc shell usually does not."""
+    return environ.get("SLURMD_NODENAME", "") in step.hosts[:1]
+
+
+def _record(step: StepPlan, environ: Mapping[str, str]) -> dict[str, object]:
+    run_json = step.run_dir / rundir.RUN_JSON
+    record = rundir.read_json(run_json) if run_json.exists() else {}
+    record.update(
+        {
+            "command": sys.argv,
+            "backend": "slurm",
+            "mode": step.mode.value,
+            "job_id": environ["SLURM_JOB_ID"],
+            "restart_count": int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
+            "script": step.script,
+            "script_args": list(step.script_args),
+            "topology": {
+                "nnodes": step.nnodes,
+                "nproc_per_node": step.nproc_per_node,
+                "world_size": step.world_size,
+                "master_addr": step.hosts[0],
+                "master_port": step.master_port or port_for_job(environ["SLURM_JOB_ID"]),
+            },
+            "hosts": list(step.hosts),
+            "step_command": step.srun_argv(),
+            "versions": {
+                "python": platform.python_version(),
+                "torch": metadata.version("torch"),
+                "noderun": metadata.version("noderun"),
+            },
+            "cwd": os.getcwd(),
+            "status": "running",
+            "start_time": rundir.now_iso(),
+        }
+    )
+    return record
+
+
+def _single_node(step: StepPlan, environ: Mapping[str, str]) -> StepResult:
+    """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
+    port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
+    plan = plan_local(
+        nnodes=1,
+        nproc_per_node=step.nproc_per_node,
+        master_port=require_free_port(port),
+        run_dir=step.run_dir,
+        script=step.script,
+        script_args=step.script_args,
+        run_id=environ["SLURM_JOB_ID"],
+    )
+    result = LocalSupervisor(plan).run()
+    failure = StepFailure(result.failure.describe()) if result.failure else None
+    return StepResult(result.exit_code, result.exit_code, result.duration, failure)
+
+
+def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+    env = os.environ if environ is None else environ
+    step = build_step(args, env)
+    direct = step.nnodes == 1 and step.mode is LaunchMode.TORCHRUN and _on_allocated_node(env, step)
+    if args.dry_run:
+        print(step.rank_table())
+        print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
+        return 0
+    record = _record(step, env)
+    run_json = step.run_dir / rundir.RUN_JSON
+    rundir.write_json_atomic(run_json, record)
+    print(
+        f"noderun: SLURM job {env['SLURM_JOB_ID']}: {step.nnodes} node(s) x "
+        f"{step.nproc_per_node} = {step.world_size} ranks ({step.mode.value} mode) on "
+        f"{', '.join(step.hosts)}; run dir {step.run_dir}",
+        flush=True,
+    )
+    result = _single_node(step, env) if direct else StepSupervisor(step).run()
+    record.update(_outcome(result))
+    rundir.write_json_atomic(run_json, record)
+    write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
+    _report(step, result)
+    return result.exit_code
+
+
+def _outcome(result: StepResult) -> dict[str, object]:
+    status = "interrupted" if result.interrupted_by else "failed" if result.failure else "completed"
+    outcome: dict[str, object] = {
+        "status": status,
+        "end_time": rundir.now_iso(),
+        "duration_sec": round(result.duration, 3),
+        "exit_code": result.exit_code,
+        "srun_exit_code": result.srun_exit_code,
+    }
+    if result.failure:
+        outcome["failure"] = {"reason": result.failure.summary, "rank": result.failure.rank}
+    if result.interrupted_by:
+        outcome["interrupted_by"] = result.interrupted_by
+    return outcome
+
+
+def _report(step: StepPlan, result: StepResult) -> None:
+    logs = step.run_dir / "logs"
+    if result.interrupted_by:
+        print(f"noderun: interrupted by {result.interrupted_by}; step stopped", file=sys.stderr)
+    elif result.failure:
+        where = logs / result.failure.log if result.failure.log else logs
+        print(
+            f"noderun: job failed: {result.failure.summary}; all ranks stopped; see {where}",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(
+            f"noderun: job completed in {result.duration:.1f} s; run dir {step.run_dir}",
+            flush=True,
+        )
