@@ -181,7 +181,7 @@ class SbatchPlan:
             f"# noderun submit: {req.nodes} node(s) x {req.nproc_per_node} = "
             f"{step.world_size} ranks, {req.mode.value} mode",
             *self.directives(),
-            "set -euo pipefail",
+            "set -eo pipefail",
         ]
         if req.setup:
             lines += ["# --setup, run as given:", req.setup]

@@ -1,0 +1,204 @@
+"""``noderun submit``: render an sbatch script from options, submit it, optionally follow it."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from noderun import rundir
+from noderun.backends import slurm
+from noderun.errors import UsageError
+from noderun.plan.sbatch import SbatchPlan, SubmitRequest
+from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
+from noderun.verbs.options import add_env_option, port_number, positive_int
+
+SCRIPT_NAME = "job.sbatch"
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return key, value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "submit",
+        help="submit a multi-node job to SLURM",
+        description="Render an sbatch script (one srun step, `python -m noderun.node` per node, "
+        "torchrun or one task per rank), submit it, print the job id and run directory. "
+        "Arguments after SCRIPT go to the script, byte for byte.",
+    )
+    add = add_env_option
+    add(parser, "--nodes", type=positive_int, default=1, help="nodes")
+    add(parser, "--nproc-per-node", type=positive_int, default=1, help="ranks per node")
+    add(parser, "--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="torchrun or srun")
+    add(parser, "--partition", help="partition (default: the cluster's default)")
+    add(parser, "--account", help="account to charge")
+    add(parser, "--time", help="time limit, e.g. 01:30:00")
+    add(parser, "--cpus-per-task", type=positive_int, default=1, help="CPUs per rank")
+    add(parser, "--mem", help="memory per node, e.g. 16G")
+    add(parser, "--gpus-per-node", type=positive_int, help="GPUs per node")
+    add(parser, "--job-name", help="job name (default: the script's name)")
+    parser.add_argument(
+        "--env", type=_env_pair, action="append", default=[], metavar="K=V",
+        help="export K=V in the job (repeatable)",
+    )  # fmt: skip
+    add(parser, "--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'")
+    parser.add_argument("--requeue", action="store_true", help="let SLURM requeue the job")
+    add(parser, "--signal", help="signal before the time limit, e.g. USR1@90")
+    add(parser, "--run-dir", type=Path, help="run directory on the shared filesystem")
+    add(parser, "--master-port", type=port_number, help="rendezvous port (default: from job id)")
+    add(
+        parser,
+        "--join-timeout",
+        type=float,
+        default=DEFAULT_JOIN_TIMEOUT,
+        help="seconds for every node/rank to arrive before the job fails",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
+    parser.add_argument("--wait", action="store_true", help="follow the job; exit with its code")
+    parser.add_argument("script", help="training script (.py)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
+    parser.set_defaults(handler=main)
+
+
+def build_request(args: argparse.Namespace) -> SubmitRequest:
+    script = Path(args.script)
+    if not script.is_file():
+        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UsageError(f"run directory {run_dir} is not empty", "pass a new --run-dir")
+    return SubmitRequest(
+        script=str(script.resolve()),
+        run_dir=run_dir,
+        workdir=Path.cwd(),
+        script_args=tuple(args.script_args),
+        nodes=args.nodes,
+        nproc_per_node=args.nproc_per_node,
+        mode=LaunchMode(args.mode),
+        partition=args.partition,
+        account=args.account,
+        time=args.time,
+        cpus_per_task=args.cpus_per_task,
+        mem=args.mem,
+        gpus_per_node=args.gpus_per_node,
+        job_name=args.job_name,
+        env=tuple(args.env),
+        setup=args.setup,
+        requeue=args.requeue,
+        signal=args.signal,
+        master_port=args.master_port,
+        join_timeout=args.join_timeout,
+        python=sys.executable,
+    )
+
+
+def check_cluster(request: SubmitRequest) -> None:
+    """Partition, node count, CPUs and GPUs per node against what sinfo reports."""
+    part = slurm.pick_partition(request.partition, slurm.partitions())
+    if request.nodes > part.nodes:
+        raise UsageError(
+            f"--nodes {request.nodes} but partition {part.name} has {part.nodes} node(s)",
+            f"use --nodes <= {part.nodes} or another --partition",
+        )
+    cpus = request.nproc_per_node * request.cpus_per_task
+    if cpus > part.max_cpus:
+        raise UsageError(
+            f"--nproc-per-node {request.nproc_per_node} x --cpus-per-task "
+            f"{request.cpus_per_task} = {cpus} CPUs per node, but nodes of partition "
+            f"{part.name} have at most {part.max_cpus}",
+            f"use --nproc-per-node <= {part.max_cpus // request.cpus_per_task}",
+        )
+    gpus = request.gpus_per_node or 0
+    if gpus > part.max_gpus:
+        raise UsageError(
+            f"--gpus-per-node {gpus} but nodes of partition {part.name} have at most "
+            f"{part.max_gpus} GPU(s)",
+            "lower --gpus-per-node (and --nproc-per-node with it) or pick a GPU partition",
+        )
+
+
+def write_job(plan: SbatchPlan) -> Path:
+    """The script and a ``submitted`` run.json, written before sbatch sees them."""
+    run_dir = plan.request.run_dir
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # sbatch --output needs it
+    script = run_dir / SCRIPT_NAME
+    script.write_text(str(plan))
+    record = {
+        "backend": "slurm",
+        "status": "submitted",
+        "command": sys.argv,
+        "mode": plan.request.mode.value,
+        "sbatch_script": str(script),
+        "submit_time": rundir.now_iso(),
+    }
+    rundir.write_json_atomic(run_dir / rundir.RUN_JSON, record)
+    return script
+
+
+def main(args: argparse.Namespace) -> int:
+    plan = build_request(args).materialize()
+    request = plan.request
+    if args.dry_run:
+        if shutil.which("sinfo"):
+            check_cluster(request)
+        sys.stdout.write(plan.dry_run_text())
+        return 0
+    slurm.require_command("sbatch")
+    check_cluster(request)
+    created = not request.run_dir.exists()
+    try:
+        job_id = slurm.sbatch(write_job(plan))
+    except BaseException:
+        if created:  # nothing half-written: the run directory goes with the refused job
+            shutil.rmtree(request.run_dir, ignore_errors=True)
+        raise
+    print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)
+    if not args.wait:
+        return 0
+    return follow(job_id, request.run_dir)
+
+
+def follow(job_id: str, run_dir: Path) -> int:
+    """Print state changes and the job's console until it ends; return its exit code."""
+    console = run_dir / "logs" / f"slurm-{job_id}.out"
+    offset = 0
+
+    def copy_console() -> None:
+        nonlocal offset
+        try:
+            with open(console, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+        except OSError:
+            return
+        offset += len(data)
+        if data:
+            sys.stdout.write(data.decode(errors="replace"))
+            sys.stdout.flush()
+
+    def changed(state: slurm.JobState) -> None:
+        reason = f" ({state.reason})" if state.reason not in ("", "None") else ""
+        print(f"noderun: job {job_id} {state.state}{reason}", file=sys.stderr, flush=True)
+
+    final = slurm.wait_for_job(job_id, on_change=changed, on_poll=copy_console)
+    copy_console()
+    slurm.write_sacct_summary(run_dir, job_id, job_final=True)
+    run_json = run_dir / rundir.RUN_JSON
+    if run_json.exists():
+        record = rundir.read_json(run_json)
+        if record.get("status") in ("submitted", "running"):  # the job never got to say
+            record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
+            rundir.write_json_atomic(run_json, record)
+    code = final.shell_exit_code
+    print(
+        f"noderun: job {job_id} {final.state}, exit code {code}; run dir {run_dir}",
+        file=sys.stderr if code else sys.stdout,
+        flush=True,
+    )
+    return code
