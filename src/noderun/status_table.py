@@ -1,0 +1,51 @@
+"""A table of PASS/WARN/FAIL rows: rich on a terminal, aligned plain text when piped."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+STATUS_STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
+
+
+def print_table(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    stream: TextIO | None = None,
+) -> None:
+    """Cells that are a status word (PASS, WARN, FAIL, SKIP) are coloured on a terminal."""
+    out = stream or sys.stdout
+    if out.isatty():
+        _print_rich(title, headers, rows, out)
+    else:
+        out.write(render_plain(title, headers, rows))
+    out.flush()
+
+
+def render_plain(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [str(c).ljust(w) for c, w in zip(cells[:-1], widths[:-1], strict=True)]
+        return "  ".join([*padded, str(cells[-1])]).rstrip()
+
+    return "\n".join([title, line(headers), *(line(r) for r in rows)]) + "\n"
+
+
+def _print_rich(
+    title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        # Text, not markup: log excerpts hold brackets like "[rank0]:"
+        table.add_row(*(Text(str(c), style=STATUS_STYLES.get(str(c), "")) for c in row))
+    Console(file=out).print(table)

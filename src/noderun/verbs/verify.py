@@ -1,0 +1,88 @@
+"""``noderun verify RUN_DIR``: PASS/FAIL per check of a finished run; exit 0 healthy, 1 not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from noderun.verbs.options import positive_int
+
+if TYPE_CHECKING:
+    from noderun.verify import Report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "verify",
+        help="check that a finished run is healthy (PASS/FAIL per check)",
+        description="Check a run directory: run.json and its exit status, runtime.json, "
+        "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
+        "the final checkpoint loads, no rank with errors. Exit 0 healthy, 1 not, 2 bad input.",
+    )
+    parser.add_argument("target", metavar="RUN_DIR", help="run directory of a finished run")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--world-size", type=positive_int, help="expected ranks [run.json]")
+    parser.add_argument("--nnodes", type=positive_int, help="expected nodes (default: run.json)")
+    parser.add_argument("--backend", choices=("gloo", "nccl"), help="expected backend")
+    parser.add_argument("--epochs", type=positive_int, help="expected epochs completed")
+    parser.add_argument(
+        "--skip", action="append", default=[], metavar="CHECK", help="skip a check (repeatable)"
+    )
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    # imported here: `noderun --help` must not pay for importing torch
+    from noderun.errors import UsageError
+    from noderun.verify import Expectations, verify_run_dir
+    from noderun.verify.run_checks import RUN_DIR_CHECKS
+
+    unknown = sorted(set(args.skip) - set(RUN_DIR_CHECKS))
+    if unknown:
+        raise UsageError(
+            f"unknown check {', '.join(unknown)}", f"--skip takes {', '.join(RUN_DIR_CHECKS)}"
+        )
+    expect = Expectations(
+        world_size=args.world_size,
+        nnodes=args.nnodes,
+        backend=args.backend,
+        epochs=args.epochs,
+        skip=frozenset(args.skip),
+    )
+    report = verify_run_dir(Path(args.target), expect)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        print_report(report)
+    return 0 if report.healthy else 1
+
+
+def print_report(report: Report) -> None:
+    from noderun.status_table import print_table
+
+    rows = [
+        (c.name, c.status.value, c.detail + (f" (fix: {c.fix})" if c.fix else ""))
+        for c in report.checks
+    ]
+    print_table(f"noderun verify {report.target}", ("check", "status", "detail"), rows)
+    if report.facts:
+        print("  ".join(f"{k}={_fact(v)}" for k, v in report.facts.items()))
+    failures = sum(1 for c in report.checks if c.status.value == "FAIL")
+    if report.healthy:
+        print("verdict: HEALTHY")
+    else:
+        print(f"verdict: NOT HEALTHY ({failures} check(s) failed)")
+        if report.failed_run:
+            print(f"the run failed: run `noderun explain {report.target}` for the cause and fix")
+    sys.stdout.flush()
+
+
+def _fact(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,112 @@
+"""Load what a run directory holds, once, tolerating every missing or broken file."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from noderun import rundir
+from noderun.errors import UsageError
+
+RUN_FILES = (rundir.RUN_JSON, rundir.RUNTIME_JSON, rundir.METRICS_CSV, rundir.LOGS)
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A JSON or CSV file: its content, or why it could not be read (``error``)."""
+
+    path: Path
+    data: Any = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+@dataclasses.dataclass
+class RunEvidence:
+    """Everything the checks look at; files are read once here."""
+
+    run_dir: Path
+    run: Loaded
+    runtime: Loaded
+    metrics_header: list[str]
+    metrics: Loaded  # data: list of rows, each a dict column -> raw text
+
+    @property
+    def run_record(self) -> dict[str, Any]:
+        return self.run.data if self.run.ok else {}
+
+    @property
+    def runtime_record(self) -> dict[str, Any]:
+        return self.runtime.data if self.runtime.ok else {}
+
+    @property
+    def rows(self) -> list[dict[str, str]]:
+        return self.metrics.data if self.metrics.ok else []
+
+
+def require_run_dir(target: Path) -> Path:
+    """The directory itself, or a one-line UsageError when it is not a run directory."""
+    if not target.exists():
+        raise UsageError(f"{target} does not exist", "pass a run directory (runs/<name>-…)")
+    if not target.is_dir():
+        raise UsageError(f"{target} is not a directory", "pass a run directory (runs/<name>-…)")
+    if not any((target / name).exists() for name in RUN_FILES):
+        raise UsageError(
+            f"{target} is not a run directory (no run.json, runtime.json, metrics.csv or logs/)",
+            "pass the directory `noderun run` printed",
+        )
+    return target
+
+
+def load_json(path: Path) -> Loaded:
+    if not path.is_file():
+        return Loaded(path, error=f"{path.name} is missing")
+    try:
+        return Loaded(path, rundir.read_json(path))
+    except (OSError, ValueError) as err:  # JSONDecodeError is a ValueError
+        return Loaded(path, error=f"{path.name} is unreadable: {str(err).splitlines()[0]}")
+
+
+def _load_csv(path: Path) -> tuple[list[str], Loaded]:
+    if not path.is_file():
+        return [], Loaded(path, error=f"{path.name} is missing")
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        return [], Loaded(path, error=f"{path.name} is unreadable: {err}")
+    return header, Loaded(path, rows)
+
+
+def load_evidence(run_dir: Path) -> RunEvidence:
+    header, metrics = _load_csv(run_dir / rundir.METRICS_CSV)
+    return RunEvidence(
+        run_dir=run_dir,
+        run=load_json(run_dir / rundir.RUN_JSON),
+        runtime=load_json(run_dir / rundir.RUNTIME_JSON),
+        metrics_header=header,
+        metrics=metrics,
+    )
+
+
+def number(text: str | None) -> float | None:
+    """A CSV cell as a float; '' -> None; 'nan' -> nan; garbage -> nan (caught as not finite)."""
+    if text is None or text.strip() == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def dumps_short(value: Any) -> str:
+    return json.dumps(value, default=str)[:120]

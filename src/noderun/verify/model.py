@@ -1,0 +1,84 @@
+"""What verify produces: one Check per question, gathered in a Report with a few facts."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+
+class Status(enum.Enum):
+    PASS = "PASS"
+    WARN = "WARN"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One verified fact: ``Check("metrics.csv", Status.PASS, "8 rows")``."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "check": self.name,
+            "status": self.status.value,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
+
+
+def passed(name: str, detail: str) -> Check:
+    return Check(name, Status.PASS, detail)
+
+
+def failed(name: str, detail: str, fix: str = "") -> Check:
+    return Check(name, Status.FAIL, detail, fix)
+
+
+def warned(name: str, detail: str, fix: str = "") -> Check:
+    return Check(name, Status.WARN, detail, fix)
+
+
+def skipped(name: str, detail: str) -> Check:
+    return Check(name, Status.SKIP, detail)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expectations:
+    """What the user asked for; None means "whatever run.json recorded"."""
+
+    world_size: int | None = None
+    nnodes: int | None = None
+    backend: str | None = None
+    epochs: int | None = None
+    skip: frozenset[str] = frozenset()
+
+
+@dataclasses.dataclass
+class Report:
+    """All checks of one run, plus summary facts (epochs, final loss, throughput...)."""
+
+    target: str
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    failed_run: bool = False
+
+    @property
+    def healthy(self) -> bool:
+        return not any(c.status is Status.FAIL for c in self.checks)
+
+    def add(self, check: Check) -> None:
+        self.checks.append(check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.target,
+            "healthy": self.healthy,
+            "checks": [c.to_dict() for c in self.checks],
+            "facts": self.facts,
+        }
