@@ -10,7 +10,7 @@ from typing import NoReturn
 from noderun import __version__
 from noderun.errors import NoderunError
 
-VERBS = ("run", "submit")
+VERBS = ("run", "verify", "submit")
 
 
 class _Parser(argparse.ArgumentParser):
