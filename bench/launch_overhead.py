@@ -30,9 +30,21 @@ def free_port() -> int:
 def time_noderun(run_dir: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "noderun", "run", "--nnodes", "2", "--nproc-per-node", "2",
-         "--run-dir", str(run_dir), WORKLOAD],
-        check=True, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "noderun",
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            WORKLOAD,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - start
 
@@ -42,10 +54,19 @@ def time_torchrun() -> float:
     start = time.perf_counter()
     agents = [
         subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
-             f"--node-rank={node}", "--master-addr=127.0.0.1", f"--master-port={port}",
-             WORKLOAD],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc-per-node=2",
+                f"--node-rank={node}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                WORKLOAD,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for node in range(2)
     ]

@@ -127,7 +127,8 @@ def main() -> None:
             ctx.print(
                 f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
                 f"val_loss={row['val_loss']:.4f} val_accuracy={row['val_accuracy']:.4f} "
-                f"({row['epoch_time_sec']:.2f} s, {row['throughput_samples_per_sec']:.0f} samples/s)"
+                f"({row['epoch_time_sec']:.2f} s, "
+                f"{row['throughput_samples_per_sec']:.0f} samples/s)"
             )
             ctx.barrier()
         ctx.print(f"final validation accuracy {row['val_accuracy']:.4f}")

@@ -17,8 +17,18 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 def clean_env(**extra: str) -> dict[str, str]:
     """os.environ without launcher variables (tests may run inside a SLURM job or torchrun)."""
-    drop = ("SLURM_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-            "MASTER_", "TORCHELASTIC_", "NODERUN_", "OMPI_COMM_WORLD_")
+    drop = (
+        "SLURM_",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_",
+        "TORCHELASTIC_",
+        "NODERUN_",
+        "OMPI_COMM_WORLD_",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(extra)
     return env

@@ -28,8 +28,16 @@ def gang_script(tmp_path: Path) -> Path:
 def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
     run_dir = tmp_path / "run"
     result = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
-         str(gang_script)]
+        [
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            str(gang_script),
+        ]
     )
     assert result.returncode == 0, result.stderr
     for rank in range(4):
@@ -51,8 +59,16 @@ def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
 def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Path) -> None:
     run_dir = tmp_path / "run"
     result = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
-         str(gang_script)],
+        [
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            str(gang_script),
+        ],
         GANG_MODE="raise:2",
     )
     assert result.returncode == 1
@@ -68,8 +84,16 @@ def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Pat
 def test_sigkilled_rank_tears_down_the_gang_fast(tmp_path: Path, gang_script: Path) -> None:
     start = time.monotonic()
     result = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(tmp_path / "r"),
-         str(gang_script)],
+        [
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--run-dir",
+            str(tmp_path / "r"),
+            str(gang_script),
+        ],
         GANG_MODE="sigkill:3",
     )
     elapsed = time.monotonic() - start
@@ -88,8 +112,19 @@ def test_signal_to_noderun_stops_every_rank(
 ) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "noderun", "run", "--nnodes", "2", "--nproc-per-node", "2",
-         "--run-dir", str(run_dir), str(gang_script)],
+        [
+            sys.executable,
+            "-m",
+            "noderun",
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "2",
+            "--run-dir",
+            str(run_dir),
+            str(gang_script),
+        ],
         env=clean_env(GANG_MODE="hang"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

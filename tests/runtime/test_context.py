@@ -15,7 +15,8 @@ from torch.utils.data import TensorDataset
 
 import noderun
 from noderun.runtime import pick_backend
-from tests.conftest import SCRIPTS, clean_env, noderun as noderun_cli
+from tests.conftest import SCRIPTS, clean_env
+from tests.conftest import noderun as noderun_cli
 
 
 def test_backend_choice() -> None:
@@ -58,9 +59,18 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_under_plain_torchrun(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-         str(SCRIPTS / "gang.py")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node=2",
+            str(SCRIPTS / "gang.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
         env=clean_env(NODERUN_RUN_DIR=str(tmp_path / "run")),
     )
     assert result.returncode == 0, result.stderr
@@ -76,10 +86,19 @@ def test_missing_ranks_fail_fast_and_are_named(tmp_path: Path) -> None:
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, str(SCRIPTS / "gang.py")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env=clean_env(RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), NODERUN_JOIN_TIMEOUT="3",
-                      NODERUN_RUN_DIR=str(tmp_path / "run")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=clean_env(
+            RANK="0",
+            WORLD_SIZE="3",
+            LOCAL_RANK="0",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            NODERUN_JOIN_TIMEOUT="3",
+            NODERUN_RUN_DIR=str(tmp_path / "run"),
+        ),
     )
     assert result.returncode != 0
     assert "1/3 ranks joined" in result.stderr
@@ -93,9 +112,18 @@ def test_unreachable_master_is_named(tmp_path: Path) -> None:
     port = _free_port()
     result = subprocess.run(
         [sys.executable, str(SCRIPTS / "gang.py")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env=clean_env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), NODERUN_JOIN_TIMEOUT="3"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=clean_env(
+            RANK="1",
+            WORLD_SIZE="2",
+            LOCAL_RANK="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            NODERUN_JOIN_TIMEOUT="3",
+        ),
     )
     assert result.returncode != 0
     assert f"could not reach the master 127.0.0.1:{port}" in result.stderr
@@ -104,8 +132,16 @@ def test_unreachable_master_is_named(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_plain_torch_script_under_noderun_run(tmp_path: Path) -> None:
     result = noderun_cli(
-        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(tmp_path / "r"),
-         str(SCRIPTS / "plain_torch.py")]
+        [
+            "run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--run-dir",
+            str(tmp_path / "r"),
+            str(SCRIPTS / "plain_torch.py"),
+        ]
     )
     assert result.returncode == 0, result.stderr
     assert "1:1| plain rank=1 local_rank=0 world=2 sum=1" in result.stdout
@@ -115,9 +151,18 @@ def test_plain_torch_script_under_noderun_run(tmp_path: Path) -> None:
 def test_under_plain_srun(tmp_path: Path) -> None:
     """Two lab nodes, srun one task per rank, no torchrun: ranks come from SLURM variables."""
     result = subprocess.run(
-        ["srun", "-N2", "--ntasks-per-node=2", "--kill-on-bad-exit=1", sys.executable,
-         str(SCRIPTS / "gang.py")],
-        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+        [
+            "srun",
+            "-N2",
+            "--ntasks-per-node=2",
+            "--kill-on-bad-exit=1",
+            sys.executable,
+            str(SCRIPTS / "gang.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
         env=clean_env(NODERUN_RUN_DIR=str(tmp_path / "run"), PATH="/usr/bin:/bin"),
     )
     assert result.returncode == 0, result.stderr

@@ -9,8 +9,10 @@ from noderun.topology import expand_hostlist, port_for_job, tasks_per_node
     [
         ("node[1-2]", ["node1", "node2"]),
         ("node1", ["node1"]),
-        ("gpu-a[001-004,010],gpu-b7", ["gpu-a001", "gpu-a002", "gpu-a003", "gpu-a004",
-                                        "gpu-a010", "gpu-b7"]),
+        (
+            "gpu-a[001-004,010],gpu-b7",
+            ["gpu-a001", "gpu-a002", "gpu-a003", "gpu-a004", "gpu-a010", "gpu-b7"],
+        ),
         ("r[1-2]n[01-02]", ["r1n01", "r1n02", "r2n01", "r2n02"]),
         ("a,b,c", ["a", "b", "c"]),
         ("", []),

@@ -104,8 +104,14 @@ def test_open_mpi_mapping() -> None:
     [
         # seed 000: the global rank used as the device index on the second node
         (
-            {"RANK": "5", "LOCAL_RANK": "5", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8",
-             "MASTER_ADDR": "h", "MASTER_PORT": "1"},
+            {
+                "RANK": "5",
+                "LOCAL_RANK": "5",
+                "WORLD_SIZE": "8",
+                "LOCAL_WORLD_SIZE": "8",
+                "MASTER_ADDR": "h",
+                "MASTER_PORT": "1",
+            },
             4,
             DeviceOrdinalError,
             ["invalid device ordinal", "LOCAL_RANK, not RANK"],
@@ -117,15 +123,27 @@ def test_open_mpi_mapping() -> None:
             ["rank 4 >= world_size 4"],
         ),
         (
-            {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "2",
-             "MASTER_ADDR": "h"},
+            {
+                "RANK": "1",
+                "WORLD_SIZE": "4",
+                "LOCAL_RANK": "3",
+                "LOCAL_WORLD_SIZE": "2",
+                "MASTER_ADDR": "h",
+            },
             0,
             InconsistentTopologyError,
             ["local_rank 3 >= local_world_size 2"],
         ),
         (
-            {"RANK": "1", "WORLD_SIZE": "6", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-             "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "h", "TORCHELASTIC_RUN_ID": "x"},
+            {
+                "RANK": "1",
+                "WORLD_SIZE": "6",
+                "LOCAL_RANK": "1",
+                "LOCAL_WORLD_SIZE": "2",
+                "GROUP_WORLD_SIZE": "2",
+                "MASTER_ADDR": "h",
+                "TORCHELASTIC_RUN_ID": "x",
+            },
             0,
             InconsistentTopologyError,
             ["world_size 6 != nnodes 2 x local_world_size 2", "--nproc-per-node"],
@@ -149,8 +167,15 @@ def test_open_mpi_mapping() -> None:
             ["rank=-1 is negative"],
         ),
     ],
-    ids=["device-ordinal", "rank>=world", "local>=local_world", "not-homogeneous",
-         "no-master", "not-int", "negative"],
+    ids=[
+        "device-ordinal",
+        "rank>=world",
+        "local>=local_world",
+        "not-homogeneous",
+        "no-master",
+        "not-int",
+        "negative",
+    ],
 )
 def test_bad_environments_raise_precise_errors(
     env: dict[str, str], devices: int, error: type[TopologyError], words: list[str]
@@ -165,8 +190,15 @@ def test_bad_environments_raise_precise_errors(
 
 
 def test_local_rank_within_devices_is_fine() -> None:
-    env = {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
-           "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "h", "TORCHELASTIC_RUN_ID": "x"}
+    env = {
+        "RANK": "5",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "4",
+        "GROUP_WORLD_SIZE": "2",
+        "MASTER_ADDR": "h",
+        "TORCHELASTIC_RUN_ID": "x",
+    }
     assert Topology.from_env(env).validate(device_count=4).local_rank == 1
 
 

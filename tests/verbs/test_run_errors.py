@@ -32,8 +32,16 @@ def _one_line_error(result, *words: str) -> None:  # type: ignore[no-untyped-def
         (["run"], ["required: script"]),
         (["launch"], ["invalid choice: 'launch'"]),
     ],
-    ids=["missing-script", "nnodes-0", "negative", "non-numeric", "unknown-option",
-         "port-range", "no-script", "unknown-verb"],
+    ids=[
+        "missing-script",
+        "nnodes-0",
+        "negative",
+        "non-numeric",
+        "unknown-option",
+        "port-range",
+        "no-script",
+        "unknown-verb",
+    ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], words: list[str], tmp_path: Path) -> None:
     args = [str(SCRIPTS / "gang.py") if a == "SCRIPT" else a for a in args]
@@ -48,8 +56,14 @@ def test_port_already_in_use(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         result = noderun(
-            ["run", "--master-port", str(port), "--run-dir", str(tmp_path / "r"),
-             str(SCRIPTS / "gang.py")]
+            [
+                "run",
+                "--master-port",
+                str(port),
+                "--run-dir",
+                str(tmp_path / "r"),
+                str(SCRIPTS / "gang.py"),
+            ]
         )
     _one_line_error(result, f"port {port} is already in use", "--master-port")
     assert not (tmp_path / "r").exists()
@@ -69,8 +83,17 @@ def test_existing_run_dir_is_refused(tmp_path: Path) -> None:
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
     result = noderun(
-        ["run", "--dry-run", "--nnodes", "3", "--run-dir", str(tmp_path / "r"),
-         str(SCRIPTS / "gang.py"), "--lr", "0.1"],
+        [
+            "run",
+            "--dry-run",
+            "--nnodes",
+            "3",
+            "--run-dir",
+            str(tmp_path / "r"),
+            str(SCRIPTS / "gang.py"),
+            "--lr",
+            "0.1",
+        ],
         NODERUN_NPROC_PER_NODE="2",
     )
     assert result.returncode == 0, result.stderr

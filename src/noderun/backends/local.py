@@ -270,11 +270,7 @@ class LocalSupervisor:
     @staticmethod
     def _descendants(me: psutil.Process) -> list[psutil.Process]:
         try:
-            return [
-                p
-                for p in me.children(recursive=True)
-                if p.status() != psutil.STATUS_ZOMBIE
-            ]
+            return [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
         except psutil.Error:
             return []
 

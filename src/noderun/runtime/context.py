@@ -79,11 +79,13 @@ class Context:
 
     def all_reduce_mean(self, value: T) -> T:
         """Mean over ranks of a float, a tensor, or a dict of floats; same type back."""
-        return self._all_reduce(value, mean=True)
+        reduced: T = self._all_reduce(value, mean=True)
+        return reduced
 
     def all_reduce_sum(self, value: T) -> T:
         """Sum over ranks of a float, a tensor, or a dict of floats; same type back."""
-        return self._all_reduce(value, mean=False)
+        reduced: T = self._all_reduce(value, mean=False)
+        return reduced
 
     def _all_reduce(self, value: Any, mean: bool) -> Any:
         if isinstance(value, Mapping):
@@ -127,10 +129,10 @@ class Context:
         seed: int = 0,
         **kwargs: Any,
     ) -> torch.utils.data.DataLoader[Any]:
-        """A DataLoader over this rank's shard (DistributedSampler); call ``set_epoch`` each epoch."""
+        """A DataLoader over this rank's shard (DistributedSampler); ``set_epoch`` it each epoch."""
         from torch.utils.data import DataLoader, DistributedSampler
 
-        sampler = DistributedSampler(
+        sampler: DistributedSampler[Any] = DistributedSampler(
             dataset,
             num_replicas=self.world_size,
             rank=self.rank,

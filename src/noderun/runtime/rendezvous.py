@@ -22,7 +22,7 @@ def fail_fast_store(topo: Topology, join_timeout: float, collective_timeout: flo
 
     Returns the store, its timeout raised to ``collective_timeout`` for the job's lifetime.
     """
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     host = socket.gethostname()
     where = f"{topo.master_addr}:{topo.master_port}"
@@ -58,7 +58,11 @@ def fail_fast_store(topo: Topology, join_timeout: float, collective_timeout: flo
     else:
         missing = _missing(store, topo.world_size)
         arrived = sorted(
-            {store.get(f"{ARRIVED}{r}").decode() for r in range(topo.world_size) if r not in missing}
+            {
+                store.get(f"{ARRIVED}{r}").decode()
+                for r in range(topo.world_size)
+                if r not in missing
+            }
         )
         shown = ",".join(map(str, missing[:16])) + ("…" if len(missing) > 16 else "")
         raise RendezvousTimeoutError(

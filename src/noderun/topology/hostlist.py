@@ -11,7 +11,9 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside brackets: ``a[1,2],b`` -> ``['a[1,2]', 'b']``."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "[":
             depth += 1
@@ -23,7 +25,9 @@ def _split_top_level(text: str) -> list[str]:
         else:
             current.append(char)
     if depth != 0:
-        raise TopologyError(f"unbalanced brackets in host list {text!r}", "check SLURM_JOB_NODELIST")
+        raise TopologyError(
+            f"unbalanced brackets in host list {text!r}", "check SLURM_JOB_NODELIST"
+        )
     parts.append("".join(current))
     return [p for p in parts if p]
 
@@ -34,7 +38,9 @@ def _expand_ranges(body: str, source: str) -> list[str]:
     for item in body.split(","):
         match = _RANGE.match(item.strip())
         if not match:
-            raise TopologyError(f"bad range {item!r} in host list {source!r}", "check the node list")
+            raise TopologyError(
+                f"bad range {item!r} in host list {source!r}", "check the node list"
+            )
         start, end = match.group(1), match.group(2) or match.group(1)
         width = len(start)
         if int(end) < int(start):

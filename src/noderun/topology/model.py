@@ -106,7 +106,7 @@ def _missing_launcher_check(environ: Mapping[str, str]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
-    """Where this process sits in the job. Built by :meth:`from_env`, checked by :meth:`validate`."""
+    """Where this process sits: built by :meth:`from_env`, checked by :meth:`validate`."""
 
     rank: int = 0
     local_rank: int = 0
@@ -206,7 +206,7 @@ class Topology:
         if self.rank >= self.world_size:
             raise InconsistentTopologyError(
                 f"rank {self.rank} >= world_size {self.world_size} {where}",
-                "ranks run from 0 to world_size-1; was WORLD_SIZE set per node instead of in total?",
+                "ranks run from 0 to world_size-1; was WORLD_SIZE set per node, not in total?",
             )
         if self.local_rank >= self.local_world_size:
             raise InconsistentTopologyError(
