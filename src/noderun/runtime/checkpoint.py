@@ -1,10 +1,22 @@
-"""Atomic checkpoints: temporary name, fsync, rename, ``.complete`` marker last; keep the latest k."""
+"""Checkpoint files: one directory per checkpoint, written atomically, ``.complete`` marker last.
+
+Layout of ``RUN_DIR/checkpoints/<tag>/``:
+
+- ``state.pt``   full state (``format: full``; DDP or a single process), written by rank 0, or
+- ``shards/``    torch.distributed.checkpoint shards of model + optimizer, one file per rank,
+  and ``trainer.pt`` with everything else (``format: sharded``; FSDP2/DTensor);
+- ``meta.json``  tag, format, epoch/step, world size, time;
+- ``.complete``  written last: a directory without it is never loaded.
+
+Everything is written under ``.<tag>.tmp``, fsynced, renamed to ``<tag>``, then marked.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,16 +27,37 @@ import torch
 from noderun.errors import UsageError
 
 STATE_FILE = "state.pt"
+SHARDS_DIR = "shards"
+TRAINER_FILE = "trainer.pt"
 META_FILE = "meta.json"
 COMPLETE = ".complete"
+CHECKPOINTS_DIR = "checkpoints"
+# Test seam for crash safety: sleep before the marker, e.g. "epoch-0002:30" or "30" (any tag)
+PAUSE_ENV = "NODERUN_DEBUG_CHECKPOINT_PAUSE"
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (directories make renames durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_bytes_durably(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def torch_save_durably(obj: Any, path: Path) -> None:
+    """``torch.save`` then fsync, so a rename afterwards never exposes an empty file."""
+    with open(path, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def is_complete(path: Path) -> bool:
@@ -35,13 +68,65 @@ def checkpoints(directory: Path) -> list[Path]:
     """Complete checkpoints under ``directory``, oldest first (tags sort by name)."""
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.is_dir() and is_complete(p))
+    return sorted(
+        p
+        for p in directory.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and is_complete(p)
+    )
 
 
 def latest(directory: Path) -> Path | None:
     """The newest complete checkpoint, or None; partial ones are never returned."""
     found = checkpoints(directory)
     return found[-1] if found else None
+
+
+def temporary_dir(directory: Path, tag: str) -> Path:
+    """Where ``tag`` is written before it is committed; the same name on every rank."""
+    return directory / f".{tag}.tmp"
+
+
+def start(directory: Path, tag: str) -> Path:
+    """A fresh, empty temporary directory for ``tag`` (left-overs of a crash are removed)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_dir(directory, tag)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def commit(tmp: Path, directory: Path, tag: str, meta: Mapping[str, Any], keep: int) -> Path:
+    """Write meta, fsync, rename ``tmp`` to ``directory/tag``, mark it, keep the newest ``keep``."""
+    info = {"tag": tag, "time": time.time(), **meta}
+    write_bytes_durably(tmp / META_FILE, json.dumps(info, indent=2, default=str).encode())
+    fsync_path(tmp)
+    final = directory / tag
+    old = directory / f".{tag}.old"
+    if final.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        final.rename(old)  # an earlier checkpoint of the same tag goes only after the new one lands
+    tmp.rename(final)
+    fsync_path(directory)
+    _debug_pause(tag)
+    write_bytes_durably(final / COMPLETE, b"")
+    fsync_path(final)
+    shutil.rmtree(old, ignore_errors=True)
+    if keep > 0:
+        for stale in checkpoints(directory)[:-keep]:
+            shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def _debug_pause(tag: str) -> None:
+    raw = os.environ.get(PAUSE_ENV, "")
+    if not raw:
+        return
+    wanted, _, seconds = raw.rpartition(":")
+    if wanted and wanted != tag:
+        return
+    sys.stderr.write(f"noderun: {PAUSE_ENV}: pausing {seconds} s before marking {tag} complete\n")
+    sys.stderr.flush()
+    time.sleep(float(seconds))
 
 
 def save(
@@ -51,43 +136,97 @@ def save(
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / tag
-    tmp = directory / f".{tag}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    with open(tmp / STATE_FILE, "wb") as handle:
-        torch.save(dict(state), handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    info = {"tag": tag, "time": time.time(), "format": "full", **(meta or {})}
-    (tmp / META_FILE).write_text(json.dumps(info, indent=2, default=str))
-    _fsync_dir(tmp)
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    _fsync_dir(directory)
-    (final / COMPLETE).write_text("")  # last: a checkpoint without it is never loaded
-    _fsync_dir(final)
-    for old in checkpoints(directory)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
+    tmp = start(directory, tag)
+    torch_save_durably(dict(state), tmp / STATE_FILE)
+    return commit(tmp, directory, tag, {"format": "full", **(meta or {})}, keep)
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """``meta.json`` of a checkpoint; one-line UsageError when missing, partial or unreadable."""
+    check_loadable(path)
+    try:
+        meta = json.loads((path / META_FILE).read_text())
+    except (OSError, ValueError) as err:
+        raise UsageError(
+            f"checkpoint {path / META_FILE} is unreadable ({err})", "resume from an earlier one"
+        ) from None
+    if not isinstance(meta, dict) or meta.get("format") not in ("full", "sharded"):
+        raise UsageError(
+            f"checkpoint {path / META_FILE} has no known format", "resume from an earlier one"
+        )
+    return meta
+
+
+def check_loadable(path: Path) -> None:
+    if not path.exists():
+        raise UsageError(
+            f"checkpoint {path} does not exist",
+            f"pass a directory under {CHECKPOINTS_DIR}/, a run directory, or --resume auto",
+        )
+    if not path.is_dir():
+        raise UsageError(
+            f"checkpoint {path} is a file, not a checkpoint directory",
+            f"pass its directory (the one holding {META_FILE})",
+        )
+    if not is_complete(path):
+        raise UsageError(
+            f"checkpoint {path} is incomplete (no {COMPLETE} marker; its write was interrupted)",
+            "resume from an earlier checkpoint",
+        )
+
+
+def torch_load_checked(file: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` of a checkpoint file; corrupt files give one line."""
+    try:
+        state = torch.load(file, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise UsageError(
+            f"checkpoint file {file} is missing", "resume from an earlier one"
+        ) from None
+    except Exception as err:
+        reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+        raise UsageError(
+            f"checkpoint file {file} is corrupt or not a torch checkpoint ({reason})",
+            "resume from an earlier checkpoint",
+        ) from None
+    if not isinstance(state, dict):
+        raise UsageError(f"checkpoint file {file} does not hold a state dict", "")
+    return state
 
 
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The saved state of a complete checkpoint (``weights_only=True``); one-line errors."""
-    if not path.exists():
-        raise UsageError(f"checkpoint {path} does not exist", "pass a path under checkpoints/")
-    if not is_complete(path):
-        raise UsageError(
-            f"checkpoint {path} is incomplete (no {COMPLETE} marker)",
-            "it was interrupted while being written; use an earlier one",
-        )
-    try:
-        state = torch.load(path / STATE_FILE, map_location=map_location, weights_only=True)
-    except Exception as err:
-        raise UsageError(f"checkpoint {path / STATE_FILE} is unreadable: {err}", "") from None
-    if not isinstance(state, dict):
-        raise UsageError(f"checkpoint {path} does not hold a state dict", "")
-    return state
+    """The saved state of a complete checkpoint; ``model`` is always the full state dict.
+
+    Sharded checkpoints are gathered into full tensors (no process group needed).
+    """
+    path = Path(path)
+    meta = read_meta(path)
+    if meta["format"] == "full":
+        return torch_load_checked(path / STATE_FILE, map_location)
+    from noderun.runtime.sharded import load_full
+
+    return load_full(path, map_location)
+
+
+def resolve(spec: str | os.PathLike[str] | None, run_dir: Path) -> Path | None:
+    """``--resume`` to a checkpoint directory: None (fresh start), ``auto``, or a path.
+
+    ``auto`` is the newest complete checkpoint of ``run_dir`` (None when there is none yet: the
+    first start of a requeued job); a run directory means its newest complete checkpoint.
+    """
+    if spec is None or str(spec) == "":
+        return None
+    if str(spec) == "auto":
+        return latest(run_dir / CHECKPOINTS_DIR)
+    path = Path(spec)
+    if path.is_dir() and not (path / META_FILE).exists() and (path / CHECKPOINTS_DIR).is_dir():
+        found = latest(path / CHECKPOINTS_DIR)
+        if found is None:
+            raise UsageError(
+                f"run directory {path} has no complete checkpoint under {CHECKPOINTS_DIR}/",
+                "start without --resume, or pass another run",
+            )
+        return found
+    check_loadable(path)
+    return path

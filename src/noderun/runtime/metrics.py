@@ -1,4 +1,8 @@
-"""metrics.csv on rank 0 with the seed-004 columns, and per-epoch timing of data vs compute."""
+"""metrics.csv on rank 0 with the seed-004 columns, and per-epoch timing of data vs compute.
+
+Optional TensorBoard event files (``tensorboard=True``, needs ``noderun[tensorboard]``) go to
+``RUN_DIR/tensorboard/`` beside the CSV, one scalar per column and epoch.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,17 @@ import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
+from noderun.errors import UsageError
+
+if TYPE_CHECKING:
+    from noderun.runtime.context import Context
+
 T = TypeVar("T")
+GPU_SAMPLE_SEC = 1.0  # NVML reports over its own ~1 s window; sampling faster adds nothing
 
 COLUMNS: tuple[str, ...] = (
     "epoch",
@@ -44,12 +54,22 @@ class MetricsLogger:
     """
 
     def __init__(
-        self, path: Path, is_main: bool = True, extra_columns: Sequence[str] = ()
+        self,
+        path: Path,
+        is_main: bool = True,
+        extra_columns: Sequence[str] = (),
+        tensorboard: bool = False,
+        resume_after_epoch: int | None = None,
     ) -> None:
         self.path = path
         self.is_main = is_main
         self.columns = (*COLUMNS, *(c for c in extra_columns if c not in COLUMNS))
-        if is_main and not path.exists():
+        self._board: Any = _summary_writer(path.parent / "tensorboard") if tensorboard else None
+        if not is_main:
+            return
+        if resume_after_epoch is not None and path.exists():
+            _truncate_after(path, resume_after_epoch)  # rows a resumed run will write again
+        if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", newline="") as handle:
                 csv.writer(handle).writerow(self.columns)
@@ -65,6 +85,41 @@ class MetricsLogger:
             return
         with open(self.path, "a", newline="") as handle:
             csv.writer(handle).writerow([_cell(row.get(c)) for c in self.columns])
+        if self._board is not None:
+            step = int(row.get("epoch", 0) or 0)
+            for name, value in row.items():
+                if name != "epoch" and isinstance(value, int | float):
+                    self._board.add_scalar(name, value, step)
+            self._board.flush()
+
+    def close(self) -> None:
+        if self._board is not None:
+            self._board.close()
+            self._board = None
+
+
+def _summary_writer(directory: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise UsageError(
+            "--tensorboard needs the tensorboard package, which is not installed",
+            "pip install 'noderun[tensorboard]', or drop --tensorboard",
+        ) from None
+    return SummaryWriter(log_dir=str(directory))
+
+
+def _truncate_after(path: Path, epoch: int) -> None:
+    """Keep the header and the rows of epochs <= ``epoch`` (written atomically)."""
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return
+    kept = [rows[0]] + [r for r in rows[1:] if r and r[0] and float(r[0]) <= epoch]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="") as handle:
+        csv.writer(handle).writerows(kept)
+    tmp.replace(path)
 
 
 class EpochTimer:
@@ -74,6 +129,9 @@ class EpochTimer:
         self.data_time = 0.0
         self.samples = 0
         self._start = time.perf_counter()
+        self._gpu = _has_gpu()
+        self._gpu_samples: list[float] = []
+        self._gpu_sampled_at = 0.0
         psutil.cpu_percent(None)  # starts the CPU sampling window
 
     def iterate(self, batches: Iterable[T]) -> Iterator[T]:
@@ -91,6 +149,18 @@ class EpochTimer:
 
     def count(self, samples: int) -> None:
         self.samples += samples
+        if self._gpu and time.perf_counter() - self._gpu_sampled_at >= GPU_SAMPLE_SEC:
+            self._gpu_sampled_at = time.perf_counter()
+            value = _gpu_utilization()
+            if value is not None:
+                self._gpu_samples.append(value)
+
+    def reduced(self, ctx: Context, **means: float) -> dict[str, float]:
+        """``stats()`` plus ``means`` averaged over ranks; throughput summed (whole job)."""
+        local = {**{k: v for k, v in self.stats().items() if v is not None}, **means}
+        row = ctx.all_reduce_mean(local)
+        row["throughput_samples_per_sec"] *= ctx.world_size
+        return row
 
     def stats(self) -> dict[str, float | None]:
         """epoch_time_sec, throughput, data/compute split, cpu_util_avg, gpu_util_avg."""
@@ -101,8 +171,20 @@ class EpochTimer:
             "data_load_time_sec": self.data_time,
             "compute_time_sec": max(elapsed - self.data_time, 0.0),
             "cpu_util_avg": psutil.cpu_percent(None),
-            "gpu_util_avg": _gpu_utilization(),
+            "gpu_util_avg": self._gpu_average(),
         }
+
+    def _gpu_average(self) -> float | None:
+        if not self._gpu:
+            return None
+        samples = self._gpu_samples or [v for v in [_gpu_utilization()] if v is not None]
+        return sum(samples) / len(samples) if samples else None
+
+
+def _has_gpu() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def _gpu_utilization() -> float | None:

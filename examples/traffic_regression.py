@@ -1,0 +1,172 @@
+"""Seed 004: predict freeway traffic speed (mph) 15 minutes ahead from the last hour, with DDP.
+
+    noderun run --nnodes 2 --nproc-per-node 2 examples/traffic_regression.py
+    noderun run ... examples/traffic_regression.py --resume auto      # or --resume RUN_DIR|CKPT
+
+The data is generated (noderun.datasets.traffic: seeded, several sensors, rush hours,
+incidents, noise). metrics.csv holds val_mae/val_rmse in mph and, beside them, the
+persistence baseline (tomorrow's speed = the last one seen), which the model must beat.
+A checkpoint is written every epoch (and every --checkpoint-every steps); SIGUSR1/SIGTERM
+save one at the next step and requeue the SLURM job or exit 75 (noderun.runtime.preemption).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.utils.data import TensorDataset
+
+import noderun
+from noderun.datasets import traffic
+from noderun.runtime.entry import run_main
+from noderun.runtime.metrics import EpochTimer, MetricsLogger
+from noderun.runtime.preemption import Preemption
+from noderun.runtime.progress import EpochProgress
+from noderun.runtime.training_state import Checkpointer, Position
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--batch-size", type=int, default=128, help="per rank")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--sensors", type=int, default=8)
+    parser.add_argument("--days", type=int, default=28)
+    parser.add_argument("--history", type=int, default=12, help="past readings (5 min each)")
+    parser.add_argument("--horizon", type=int, default=3, help="readings ahead to predict")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="steps; 0: per epoch")
+    parser.add_argument("--resume", default=None, help="auto, a run directory or a checkpoint")
+    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard")
+    return parser.parse_args(argv)
+
+
+def mlp(inputs: int, hidden: int, dropout: float) -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(inputs, hidden),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, 1),
+    )
+
+
+def dataset(w: traffic.Windows) -> TensorDataset:
+    """Targets are scaled like the inputs; ``last`` rides along for the persistence baseline."""
+    targets = (torch.from_numpy(w.targets) - traffic.SPEED_CENTER) / traffic.SPEED_SCALE
+    return TensorDataset(torch.from_numpy(w.inputs), targets, torch.from_numpy(w.last))
+
+
+def evaluate(
+    ctx: noderun.Context, model: nn.Module, loader: torch.utils.data.DataLoader
+) -> dict[str, float]:
+    """val_loss (scaled MSE), val_mae/val_rmse in mph and the persistence baseline's, all ranks."""
+    model.eval()
+    sums = {"sq": 0.0, "abs": 0.0, "base_sq": 0.0, "base_abs": 0.0, "n": 0.0}
+    with torch.no_grad():
+        for inputs, targets, last in loader:
+            predicted = model(inputs.to(ctx.device)).squeeze(1).cpu()
+            error_mph = (predicted - targets) * traffic.SPEED_SCALE
+            base_mph = last - (targets * traffic.SPEED_SCALE + traffic.SPEED_CENTER)
+            sums["sq"] += float((error_mph**2).sum())
+            sums["abs"] += float(error_mph.abs().sum())
+            sums["base_sq"] += float((base_mph**2).sum())
+            sums["base_abs"] += float(base_mph.abs().sum())
+            sums["n"] += len(targets)
+    total = ctx.all_reduce_sum(sums)
+    n = max(total["n"], 1.0)
+    return {
+        "val_loss": total["sq"] / n / traffic.SPEED_SCALE**2,
+        "val_mae": total["abs"] / n,
+        "val_rmse": (total["sq"] / n) ** 0.5,
+        "persistence_mae": total["base_abs"] / n,
+        "persistence_rmse": (total["base_sq"] / n) ** 0.5,
+    }
+
+
+def train(args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)  # several ranks share the cores
+    with noderun.init() as ctx, Preemption(ctx) as preemption:
+        torch.manual_seed(args.seed)
+        config = traffic.TrafficConfig(sensors=args.sensors, days=args.days, seed=args.seed)
+        train_w, val_w = traffic.train_val(config, args.history, args.horizon)
+        train_set, val_set = dataset(train_w), dataset(val_w)
+        train_loader = ctx.loader(train_set, args.batch_size, shuffle=True, seed=args.seed)
+        val_loader = ctx.loader(val_set, 1024, shuffle=False)
+        model = ctx.prepare(mlp(train_w.inputs.shape[1], args.hidden, args.dropout))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
+            optimizer, T_max=args.epochs * len(train_loader)
+        )
+        ckpt = Checkpointer(ctx, model, optimizer, scheduler, keep=args.keep)
+        start = ckpt.resume(args.resume)  # before anything is written: bad input changes nothing
+        metrics = MetricsLogger(
+            ctx.run_dir / "metrics.csv",
+            ctx.is_main,
+            ["persistence_mae", "persistence_rmse"],
+            tensorboard=args.tensorboard,
+            resume_after_epoch=start.epoch if ckpt.resumed_from else None,
+        )
+        progress = EpochProgress(ctx.is_main)
+        loss_fn = nn.MSELoss()
+        ctx.print(
+            f"training on {ctx.world_size} ranks ({ctx.backend}, {ctx.device}): "
+            f"{config.sensors} sensors x {config.days} days, {len(train_set)} train / "
+            f"{len(val_set)} val windows, {len(train_loader)} steps per epoch"
+        )
+        global_step = start.global_step
+        row: dict[str, float] = {}
+        for epoch in range(start.epoch + 1, args.epochs + 1):
+            ctx.set_epoch(train_loader, epoch)
+            model.train()
+            timer = EpochTimer()
+            partial = ckpt.extra if epoch == start.epoch + 1 and start.step else {}
+            loss_sum, batches = float(partial.get("loss_sum", 0.0)), int(partial.get("batches", 0))
+            steps = ckpt.steps(train_loader, epoch)
+            for step, (inputs, targets, _) in timer.iterate(
+                progress.track(steps, len(train_loader), f"epoch {epoch}")
+            ):
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model(inputs.to(ctx.device)).squeeze(1), targets.to(ctx.device))
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                global_step += 1
+                loss_sum, batches = loss_sum + loss.item(), batches + 1
+                timer.count(len(targets))
+                here = Position(epoch - 1, step, global_step)
+                if preemption.should_stop():
+                    saved = ckpt.save(here, {"loss_sum": loss_sum, "batches": batches})
+                    preemption.exit(saved)
+                if args.checkpoint_every and step % args.checkpoint_every == 0:
+                    ckpt.save(here, {"loss_sum": loss_sum, "batches": batches})
+            row = {**timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))}
+            row.update(evaluate(ctx, model, val_loader))
+            metrics.log(epoch=epoch, **row)
+            ckpt.save(Position(epoch, 0, global_step))
+            ctx.print(
+                f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
+                f"val_mae={row['val_mae']:.3f} mph val_rmse={row['val_rmse']:.3f} mph "
+                f"(persistence {row['persistence_mae']:.3f} / {row['persistence_rmse']:.3f}) "
+                f"{row['epoch_time_sec']:.2f} s, {row['throughput_samples_per_sec']:.0f} samples/s"
+            )
+        metrics.close()
+        if row:
+            verdict = "beats" if row["val_mae"] < row["persistence_mae"] else "does NOT beat"
+            ctx.print(
+                f"final val_mae {row['val_mae']:.3f} mph, val_rmse {row['val_rmse']:.3f} mph; "
+                f"persistence baseline val_mae {row['persistence_mae']:.3f} mph, "
+                f"val_rmse {row['persistence_rmse']:.3f} mph; the model {verdict} it"
+            )
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(lambda: train(parse(sys.argv[1:]))))

@@ -1,0 +1,30 @@
+"""``noderun.checkpoint``: save, load and resume training state (see runtime.checkpoint).
+
+state = noderun.checkpoint.load("runs/x/checkpoints/epoch-0012")
+state["model"]        # the full model state dict, also for sharded checkpoints
+"""
+
+from noderun.runtime.checkpoint import (
+    CHECKPOINTS_DIR,
+    checkpoints,
+    is_complete,
+    latest,
+    load,
+    read_meta,
+    resolve,
+    save,
+)
+from noderun.runtime.training_state import Checkpointer, Position
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "Checkpointer",
+    "Position",
+    "checkpoints",
+    "is_complete",
+    "latest",
+    "load",
+    "read_meta",
+    "resolve",
+    "save",
+]

@@ -1,0 +1,177 @@
+"""Preemption: a signal sets a flag, ranks agree at a step boundary, save, then requeue or exit.
+
+SIGUSR1 (``sbatch --signal=USR1@90``, ``scancel --signal=USR1 JOB``) and SIGTERM only set a
+flag. ``should_stop()`` is called by every rank once per step; the flag goes through an
+all-reduce (MAX) on a side gloo group, started asynchronously at one step and read at the
+next, so every rank stops at the same step and no step waits for it. After the checkpoint,
+``exit()`` requeues the job (``scontrol requeue $SLURM_JOB_ID``) when it is a requeueable
+SLURM job (or requeue was forced), else exits with ``EXIT_PREEMPTED`` (75, EX_TEMPFAIL:
+"stopped on purpose, checkpoint saved, resume with ``--resume auto``").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from noderun.runtime.context import Context
+
+EXIT_PREEMPTED = 75
+SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+# seconds a requeued rank waits for SLURM to stop it before exiting on its own
+REQUEUE_WAIT = 120.0
+# Test seam: "RANK:CALL" raises the flag on RANK at its CALL-th should_stop() (1-based)
+DEBUG_ENV = "NODERUN_DEBUG_PREEMPT_AT"
+REQUEUE_ENV = "NODERUN_REQUEUE"
+
+
+def job_requeueable(job_id: str, scontrol: str = "scontrol") -> bool:
+    """True when ``scontrol show job`` says ``Requeue=1`` (``sbatch --requeue``)."""
+    try:
+        shown = subprocess.run(
+            [scontrol, "show", "job", "-o", job_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return re.search(r"\bRequeue=1\b", shown) is not None
+
+
+def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool:
+    """Requeue when forced, or ``NODERUN_REQUEUE=1``, or (unset) a requeueable SLURM job."""
+    if forced is not None:
+        return forced
+    setting = environ.get(REQUEUE_ENV, "auto").lower()
+    if setting in ("0", "no", "false"):
+        return False
+    job = environ.get("SLURM_JOB_ID")
+    if not job:
+        return False
+    return setting in ("1", "yes", "true") or job_requeueable(job)
+
+
+class Preemption:
+    """Signal flag + step-boundary agreement; use as a context manager around training."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        requeue: bool | None = None,
+        signals: tuple[signal.Signals, ...] = SIGNALS,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.requeue = requeue
+        self.signals = signals
+        self.environ = os.environ if environ is None else environ
+        self.received: str | None = None
+        self.received_at: float | None = None
+        self._calls = 0
+        self._previous: dict[signal.Signals, Any] = {}
+        self._group: Any = None
+        self._work: Any = None
+        self._flag = torch.zeros(1, dtype=torch.int32)
+        rank, _, call = self.environ.get(DEBUG_ENV, "").partition(":")
+        self._debug_call = int(call) if rank and int(rank) == ctx.rank else None
+
+    def __enter__(self) -> Preemption:
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        if self.ctx.distributed:
+            # a side gloo group: the flag is a CPU tensor, and NCCL streams are left alone
+            self._group = dist.new_group(backend="gloo")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._work is not None:
+            self._work.wait()
+            self._work = None
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+            self.received_at = time.monotonic()
+
+    @property
+    def requested(self) -> bool:
+        """This rank received a signal (the others may not know yet)."""
+        return self.received is not None
+
+    def should_stop(self) -> bool:
+        """Collective, once per step on every rank: True on all ranks at the same step."""
+        self._calls += 1
+        if self._debug_call is not None and self._calls >= self._debug_call and not self.requested:
+            self._on_signal(signal.SIGUSR1, None)
+        local = 1 if self.requested else 0
+        if self._group is None:
+            return bool(local)
+        decided = False
+        if self._work is not None:
+            self._work.wait()
+            decided = bool(self._flag.item())
+            self._work = None
+        if decided:
+            return True
+        self._flag = torch.tensor([local], dtype=torch.int32)
+        self._work = dist.all_reduce(
+            self._flag, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+        )
+        return False
+
+    def exit(self, saved: object = None) -> None:
+        """After the checkpoint: requeue (and wait to be stopped) or exit ``EXIT_PREEMPTED``."""
+        requeued = False
+        if self.ctx.is_main:
+            requeued = self._requeue()
+        requeued = self.ctx.broadcast_object(requeued)
+        waited = time.monotonic() - self.received_at if self.received_at is not None else 0.0
+        what = f"{self.received or 'a peer signal'}"
+        self.ctx.print(
+            f"noderun: preempted by {what}; checkpoint {saved} saved {waited:.1f} s after the "
+            + (
+                "signal; job requeued, it resumes from the checkpoint"
+                if requeued
+                else f"signal; exiting with {EXIT_PREEMPTED} (resume with --resume auto)"
+            )
+        )
+        self.__exit__()
+        self.ctx.shutdown()
+        sys.stdout.flush()
+        if requeued:
+            for signum in self.signals:
+                signal.signal(signum, signal.SIG_DFL)  # SLURM's SIGTERM now ends us at once
+            deadline = time.monotonic() + REQUEUE_WAIT
+            while time.monotonic() < deadline:
+                time.sleep(1.0)
+        raise SystemExit(EXIT_PREEMPTED)
+
+    def _requeue(self) -> bool:
+        if not requeue_wanted(self.environ, self.requeue):
+            return False
+        job = self.environ.get("SLURM_JOB_ID", "")
+        done = subprocess.run(
+            ["scontrol", "requeue", job], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            sys.stderr.write(
+                f"noderun: scontrol requeue {job} failed: {done.stderr.strip() or done.returncode}"
+                f"; exiting with {EXIT_PREEMPTED} instead\n"
+            )
+            return False
+        return True

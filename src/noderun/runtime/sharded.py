@@ -1,0 +1,145 @@
+"""Sharded (FSDP2/DTensor) checkpoints through torch.distributed.checkpoint: every rank writes
+its shard into ``shards/``; rank 0 adds ``trainer.pt`` (position, RNG, scheduler, optimizer
+param groups) and commits the directory. Only tensors go to DCP, so nothing is unpickled."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from noderun.errors import UsageError
+from noderun.runtime import checkpoint
+from noderun.runtime.context import Context
+
+
+def _split(tree: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Nested dict -> (tensor leaves, other leaves), same nesting."""
+    tensors: dict[str, Any] = {}
+    others: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            t, o = _split(value)
+            tensors[key], others[key] = t, o
+        elif isinstance(value, torch.Tensor):
+            tensors[key] = value
+        else:
+            others[key] = value
+    return tensors, others
+
+
+def _merge(tensors: Mapping[str, Any], others: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(tensors)
+    for key, value in others.items():
+        if isinstance(value, Mapping):
+            merged[key] = _merge(tensors.get(key, {}), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def save(
+    ctx: Context,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    trainer: dict[str, Any],
+    directory: Path,
+    tag: str,
+    meta: Mapping[str, Any],
+    keep: int,
+) -> Path:
+    """Collective: every rank writes its shard, rank 0 writes the rest and commits."""
+    from torch.distributed.checkpoint.filesystem import FileSystemWriter
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+    tmp = checkpoint.temporary_dir(directory, tag)
+    if ctx.is_main:
+        checkpoint.start(directory, tag)
+    ctx.barrier()
+    model_state, optim_state = get_state_dict(model, [optimizer] if optimizer else [])
+    shards: dict[str, Any] = {"model": model_state}
+    if optimizer is not None:
+        tensors, others = _split(cast(Mapping[str, Any], optim_state["state"]))
+        shards["optim"] = tensors
+        trainer["optimizer_other"] = others
+        trainer["optimizer_param_groups"] = optim_state["param_groups"]
+    dcp_save(shards, storage_writer=FileSystemWriter(tmp / checkpoint.SHARDS_DIR, sync_files=True))
+    final = directory / tag
+    ctx.barrier()  # every shard is on disk before rank 0 commits
+    if ctx.is_main:
+        checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
+        final = checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
+    return final
+
+
+def saved_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Global shapes of the model tensors in a sharded checkpoint, from DCP's metadata."""
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+
+    try:
+        metadata = FileSystemReader(path / checkpoint.SHARDS_DIR).read_metadata()
+    except Exception as err:
+        raise UsageError(
+            f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
+            "resume from an earlier checkpoint",
+        ) from None
+    shapes = {}
+    for key, item in metadata.state_dict_metadata.items():
+        if key.startswith("model.") and hasattr(item, "size"):
+            shapes[key.removeprefix("model.")] = tuple(item.size)
+    return shapes
+
+
+def load_into(
+    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
+) -> dict[str, Any]:
+    """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``."""
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+
+    from noderun.runtime.training_state import check_shapes
+
+    check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path), model)
+    trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE)
+    model_state, optim_state = get_state_dict(model, [optimizer] if optimizer else [])
+    shards: dict[str, Any] = {"model": model_state}
+    if optimizer is not None:
+        shards["optim"], _ = _split(cast(Mapping[str, Any], optim_state["state"]))
+    dcp_load(shards, storage_reader=FileSystemReader(path / checkpoint.SHARDS_DIR))
+    if optimizer is None:
+        set_state_dict(model, [], model_state_dict=shards["model"], optim_state_dict={})
+        return trainer
+    optim_state = {
+        "state": _merge(shards["optim"], trainer.get("optimizer_other", {})),
+        "param_groups": trainer["optimizer_param_groups"],
+    }
+    set_state_dict(
+        model, [optimizer], model_state_dict=shards["model"], optim_state_dict=optim_state
+    )
+    return trainer
+
+
+def load_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """A sharded checkpoint as one full state (no process group): ``model`` gathered."""
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+
+    trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE, map_location)
+    try:
+        shards = _load_state_dict_from_keys(checkpoint_id=str(path / checkpoint.SHARDS_DIR))
+    except Exception as err:
+        raise UsageError(
+            f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
+            "resume from an earlier checkpoint",
+        ) from None
+    state = dict(trainer)
+    state["model"] = {k: v.to(map_location) for k, v in shards["model"].items()}
+    if "optim" in shards:
+        state["optimizer"] = {
+            "state": _merge(shards["optim"], trainer.get("optimizer_other", {})),
+            "param_groups": trainer.get("optimizer_param_groups", []),
+        }
+    return state

@@ -1,0 +1,251 @@
+"""Save and resume the whole training state, on every rank, so a resumed run is bit-identical.
+
+    ckpt = Checkpointer(ctx, model, optimizer, scheduler, keep=3)
+    start = ckpt.resume(args.resume)            # None / "auto" / a path
+    for epoch in range(start.epoch + 1, args.epochs + 1):
+        ctx.set_epoch(train, epoch)
+        for step, batch in ckpt.steps(train, epoch):   # skips what the checkpoint already did
+            ...
+        ckpt.save(Position(epoch=epoch, global_step=global_step))
+
+DDP (or single-process) state is written by rank 0 as one ``state.pt``; FSDP2/DTensor state
+goes through torch.distributed.checkpoint, every rank writing its shard. RNG states of all
+ranks are saved, each rank restores its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from noderun.errors import UsageError
+from noderun.runtime import checkpoint, rng
+from noderun.runtime.context import Context
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where training stands: ``epoch`` epochs done, then ``step`` batches of the next one."""
+
+    epoch: int = 0
+    step: int = 0
+    global_step: int = 0
+
+    @property
+    def tag(self) -> str:
+        """``epoch-0003`` after an epoch, ``epoch-0003-step-000017`` inside epoch 4; names sort."""
+        base = f"epoch-{self.epoch:04d}"
+        return f"{base}-step-{self.step:06d}" if self.step else base
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside DDP (``.module``); FSDP2 modules are their own."""
+    inner = getattr(model, "module", model)
+    return inner if isinstance(inner, torch.nn.Module) else model
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """True when any parameter is a DTensor (FSDP2 ``fully_shard``, tensor parallel)."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
+
+def check_shapes(source: Path, saved: Mapping[str, Any], model: torch.nn.Module) -> None:
+    """Refuse a checkpoint of another model: name the file and the first mismatch."""
+    expected = {k: tuple(v.shape) for k, v in unwrap(model).state_dict().items()}
+    found = {k: tuple(v) for k, v in saved.items()}
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    hint = "resume with the model configuration that wrote it, or start without --resume"
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}")
+        if unexpected:
+            parts.append(
+                f"unexpected {', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}"
+            )
+        raise UsageError(f"checkpoint {source} does not fit this model ({'; '.join(parts)})", hint)
+    for key, shape in expected.items():
+        if found[key] != shape:
+            raise UsageError(
+                f"checkpoint {source} does not fit this model: {key} is "
+                f"{list(found[key])} in the checkpoint but {list(shape)} in the model",
+                hint,
+            )
+
+
+class Checkpointer:
+    """Rank-aware saving and resuming of model, optimizer, scheduler, position and RNG states."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        scheduler: Any = None,
+        *,
+        keep: int = 3,
+        directory: Path | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.optimizer = optimizer
+        self.scheduler = scheduler
+        self.keep = keep
+        self.directory = directory or ctx.run_dir / checkpoint.CHECKPOINTS_DIR
+        self.sharded = is_sharded(model)
+        self.resumed_from: Path | None = None
+        self.extra: dict[str, Any] = {}
+        self._skip: tuple[int, int] | None = None  # (epoch, batches) to skip after resume
+        self._pending_rng: dict[str, Any] | None = None
+
+    def save(self, position: Position, extra: Mapping[str, Any] | None = None) -> Path:
+        """Write a checkpoint of the current state; call on every rank at the same point."""
+        states = self.ctx.gather_object(rng.capture())
+        trainer: dict[str, Any] = {
+            "position": dataclasses.asdict(position),
+            "rng": states,
+            "extra": dict(extra or {}),
+            "world_size": self.ctx.world_size,
+        }
+        if self.scheduler is not None:
+            trainer["scheduler"] = self.scheduler.state_dict()
+        meta = {
+            "epoch": position.epoch,
+            "step_in_epoch": position.step,
+            "global_step": position.global_step,
+            "world_size": self.ctx.world_size,
+        }
+        final = self.directory / position.tag
+        if self.sharded:
+            from noderun.runtime import sharded
+
+            sharded.save(
+                self.ctx,
+                self.model,
+                self.optimizer,
+                trainer,
+                self.directory,
+                position.tag,
+                meta,
+                self.keep,
+            )
+        elif self.ctx.is_main:
+            trainer["model"] = unwrap(self.model).state_dict()
+            if self.optimizer is not None:
+                trainer["optimizer"] = self.optimizer.state_dict()
+            checkpoint.save(trainer, self.directory, position.tag, self.keep, meta)
+        self.ctx.barrier()  # nobody runs ahead (or exits) before the checkpoint is complete
+        return final
+
+    def resume(self, spec: str | Path | None) -> Position:
+        """Load ``spec`` (None: fresh start; ``auto``: newest in the run dir; a path) into the
+        model, optimizer and scheduler; return where to continue. Bad input: UsageError."""
+        path = self._agree(lambda: checkpoint.resolve(spec, self.ctx.run_dir))
+        if path is None:
+            return Position()
+        trainer = self._agree(lambda: self._load(path))
+        position = Position(**trainer["position"])
+        saved_world = int(trainer.get("world_size", self.ctx.world_size))
+        states = trainer["rng"]
+        if saved_world != self.ctx.world_size and position.step:
+            raise UsageError(
+                f"checkpoint {path} was written by {saved_world} ranks in the middle of an epoch, "
+                f"this run has {self.ctx.world_size}",
+                f"resume with {saved_world} ranks, or from an end-of-epoch checkpoint",
+            )
+        own = states[self.ctx.rank] if self.ctx.rank < len(states) else states[0]
+        if position.step:
+            self._skip = (position.epoch + 1, position.step)
+            self._pending_rng = own  # restored after the skipped batches were drawn
+        else:
+            rng.restore(own)
+        self.extra = dict(trainer.get("extra", {}))
+        self.resumed_from = path
+        self.ctx.print(
+            f"noderun: resumed from {path} (epoch {position.epoch} done, "
+            f"step {position.step} of the next, global step {position.global_step})"
+        )
+        return position
+
+    def steps(self, batches: Iterable[T], epoch: int) -> Iterator[tuple[int, T]]:
+        """``(step, batch)`` of ``epoch``, steps counted from 1, resumed batches skipped."""
+        iterator = iter(batches)
+        first = 1
+        if self._skip is not None and self._skip[0] == epoch:
+            for _ in range(self._skip[1]):
+                next(iterator)
+            first = self._skip[1] + 1
+            self._skip = None
+        if self._pending_rng is not None:
+            rng.restore(self._pending_rng)
+            self._pending_rng = None
+        yield from enumerate(iterator, start=first)
+
+    def _load(self, path: Path) -> dict[str, Any]:
+        """Read ``path`` into the live objects; return the trainer part (position, rng, extra)."""
+        meta = checkpoint.read_meta(path)
+        if self.sharded != (meta["format"] == "sharded"):
+            raise UsageError(
+                f"checkpoint {path} is {meta['format']}, this model is "
+                f"{'sharded' if self.sharded else 'not sharded'}",
+                "resume with the same parallelism (DDP vs FSDP) that wrote it",
+            )
+        if self.sharded:
+            from noderun.runtime import sharded
+
+            trainer = sharded.load_into(path, self.model, self.optimizer)
+        else:
+            trainer = checkpoint.torch_load_checked(path / checkpoint.STATE_FILE)
+            model_state = trainer.get("model")
+            if not isinstance(model_state, dict):
+                raise UsageError(f"checkpoint {path / checkpoint.STATE_FILE} holds no model", "")
+            check_shapes(
+                path / checkpoint.STATE_FILE,
+                {k: v.shape for k, v in model_state.items()},
+                self.model,
+            )
+            unwrap(self.model).load_state_dict(model_state)
+            if self.optimizer is not None:
+                self._load_part(path, "optimizer", self.optimizer, trainer)
+        if self.scheduler is not None:
+            self._load_part(path, "scheduler", self.scheduler, trainer)
+        if "position" not in trainer or "rng" not in trainer:
+            raise UsageError(f"checkpoint {path} holds weights but no training position", "")
+        return trainer
+
+    @staticmethod
+    def _load_part(path: Path, name: str, target: Any, trainer: Mapping[str, Any]) -> None:
+        if name not in trainer:
+            raise UsageError(f"checkpoint {path} holds no {name} state", f"resume without a {name}")
+        try:
+            target.load_state_dict(trainer[name])
+        except (ValueError, KeyError, RuntimeError) as err:
+            raise UsageError(
+                f"checkpoint {path}: its {name} state does not fit ({str(err).splitlines()[0]})",
+                f"resume with the same {name} configuration",
+            ) from None
+
+    def _agree(self, action: Callable[[], T]) -> T:
+        """Run ``action`` on every rank; if it fails on any, raise the same error on all."""
+        error: UsageError | None = None
+        result: T | None = None
+        try:
+            result = action()
+        except UsageError as err:
+            error = err
+        errors = self.ctx.gather_object(None if error is None else (error.problem, error.hint))
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            agreed = UsageError(*first)
+            agreed.agreed = True  # type: ignore[attr-defined]  # every rank raises it: print once
+            raise agreed
+        return result  # type: ignore[return-value]
