@@ -176,9 +176,10 @@ class StepSupervisor:
             task, message = min(self._node_errors, key=lambda item: item[0])
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
             return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
-        recorded = self._first_error_record()
-        if recorded is not None:
-            rank, error = recorded
+        records = self._error_records()
+        primary = [r for r in records.values() if not _secondary(r[2])]
+        if primary:
+            _, rank, error = min(primary)
             node = plan.node_of_rank(rank)
             return StepFailure(
                 f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
@@ -186,15 +187,21 @@ class StepSupervisor:
                 rank=rank,
                 log=f"rank{rank}.log",
             )
-        for node, root in sorted(self._root.items()):
-            if "rank" in root:
-                rank = root["rank"]
-                return StepFailure(
-                    f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                    f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
-                    rank=rank,
-                    log=f"rank{rank}.log",
-                )
+        # torchrun's root causes; a rank that only lost its peer is not the cause
+        causes = [
+            (root.get("exit_code", 1) >= 0, node, root)
+            for node, root in sorted(self._root.items())
+            if "rank" in root and not _secondary(records.get(root["rank"], (0, 0, ""))[2])
+        ]
+        if causes:
+            _, node, root = min(causes, key=lambda c: (c[0], c[1]))
+            rank = root["rank"]
+            return StepFailure(
+                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
+                f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
+                rank=rank,
+                log=f"rank{rank}.log",
+            )
         if self._srun_errors:
             host, tasks, text = self._srun_errors[0]
             what = "rank" if plan.mode is LaunchMode.SRUN else "node"
@@ -206,15 +213,16 @@ class StepSupervisor:
             )
         return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
 
-    def _first_error_record(self) -> tuple[int, str] | None:
-        """Uncaught exceptions recorded by noderun.init() ranks, earliest primary one first."""
-        records = []
+    def _error_records(self) -> dict[int, tuple[float, int, str]]:
+        """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""
+        records: dict[int, tuple[float, int, str]] = {}
         for path in self.logs.glob("rank*.error.json"):
             with contextlib.suppress(OSError, ValueError, KeyError):
                 data = json.loads(path.read_text())
-                records.append((float(data["time"]), int(data["rank"]), str(data["error"])))
-        primary = [r for r in records if not any(s in r[2] for s in SECONDARY)]
-        if not primary:
-            return None
-        _, rank, error = min(primary)
-        return rank, error
+                records[int(data["rank"])] = (float(data["time"]), int(data["rank"]), data["error"])
+        return records
+
+
+def _secondary(error: str) -> bool:
+    """Errors a rank raises only because another rank died first."""
+    return any(marker in error for marker in SECONDARY)
