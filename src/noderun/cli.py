@@ -9,6 +9,7 @@ from typing import NoReturn
 
 from noderun import __version__
 from noderun.errors import NoderunError
+from noderun.verbs.options import check_config
 
 VERBS = ("run", "verify", "submit")
 
@@ -33,10 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        check_config(args.verb)
         code: int = args.handler(args)
     except NoderunError as err:
         print(f"noderun: error: {err}", file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:  # output piped into `head` and closed early
+        return 0
     except KeyboardInterrupt:
         print("noderun: interrupted", file=sys.stderr)
         return 130

@@ -81,8 +81,7 @@ def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Pat
     assert not processes_running(str(gang_script))
 
 
-def test_sigkilled_rank_tears_down_the_gang_fast(tmp_path: Path, gang_script: Path) -> None:
-    start = time.monotonic()
+def test_sigkilled_rank_tears_down_the_gang_within_10_s(tmp_path: Path, gang_script: Path) -> None:
     result = noderun(
         [
             "run",
@@ -96,14 +95,13 @@ def test_sigkilled_rank_tears_down_the_gang_fast(tmp_path: Path, gang_script: Pa
         ],
         GANG_MODE="sigkill:3",
     )
-    elapsed = time.monotonic() - start
+    ended = time.time()
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert "rank 3 (node 1, local rank 1) failed: killed by SIGKILL" in last
     assert not processes_running(str(gang_script))
-    # the kill happens ~0.5 s after init; the rest is teardown (startup takes most of it)
-    startup = json.loads((tmp_path / "r" / "runtime.json").read_text())["init_seconds"]
-    assert elapsed < 10 + startup + 15, elapsed
+    killed_at = float((tmp_path / "r" / "killed_at").read_text())
+    assert ended - killed_at < 10, f"gang took {ended - killed_at:.1f} s to end after the kill"
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

@@ -18,6 +18,7 @@ if mode == "raise" and ctx.rank == int(who):
     raise ValueError(f"deliberate failure on rank {ctx.rank}")
 if mode == "sigkill" and ctx.rank == int(who):
     time.sleep(0.5)
+    (ctx.run_dir / "killed_at").write_text(repr(time.time()))  # for the teardown-time test
     os.kill(os.getpid(), signal.SIGKILL)
 if mode in ("hang", "sigkill", "raise"):
     for _ in range(3000):

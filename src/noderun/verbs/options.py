@@ -1,13 +1,73 @@
-"""Shared option parsing: every option also reads a NODERUN_* environment variable."""
+"""Shared option parsing: flag > NODERUN_* variable > config file section > default.
+
+The config file is ``$NODERUN_CONFIG`` or ``./noderun.toml``, one table per verb::
+
+    [run]
+    nnodes = 2
+    nproc_per_node = 2
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from noderun.errors import UsageError
+
+CONFIG_ENV = "NODERUN_CONFIG"
+DEFAULT_CONFIG = "noderun.toml"
+# verb -> option names that may appear in its config table
+_KNOWN: dict[str, set[str]] = {}
+
+
+def config_path() -> Path | None:
+    """The config file in force: $NODERUN_CONFIG (must exist) or ./noderun.toml if present."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise UsageError(
+                f"{CONFIG_ENV}={explicit!r} is not a file", f"fix or unset {CONFIG_ENV}"
+            )
+        return path
+    local = Path(DEFAULT_CONFIG)
+    return local if local.is_file() else None
+
+
+@functools.cache
+def _load_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise UsageError(
+            f"config file {path} is unreadable: {err}", "fix its TOML syntax"
+        ) from None
+
+
+def config_section(verb: str) -> dict[str, Any]:
+    """The ``[verb]`` table of the config file ({} without a file)."""
+    path = config_path()
+    section = _load_config(path).get(verb, {})
+    if not isinstance(section, dict):
+        raise UsageError(f"[{verb}] in {path} is not a table", f"write it as [{verb}] key = value")
+    return section
+
+
+def check_config(verb: str) -> None:
+    """Refuse keys of ``[verb]`` that are not options of the verb, listing the valid ones."""
+    unknown = sorted(set(config_section(verb)) - _KNOWN.get(verb, set()))
+    if unknown:
+        raise UsageError(
+            f"unknown option(s) {', '.join(unknown)} in [{verb}] of {config_path()}",
+            f"valid: {', '.join(sorted(_KNOWN.get(verb, set()))) or 'none'}",
+        )
 
 
 def env_name(dest: str) -> str:
@@ -44,13 +104,22 @@ def add_env_option(
     default: Any = None,
     help: str = "",
 ) -> None:
-    """Add ``--flag``; its default comes from NODERUN_<FLAG> when set (flag > env > default)."""
+    """Add ``--flag``; its default comes from NODERUN_<FLAG>, else the config file's
+    ``[verb]`` table, else ``default`` (a flag on the command line wins over all)."""
     dest = flag.lstrip("-").replace("-", "_")
     name = env_name(dest)
+    verb = parser.prog.split()[-1]
+    _KNOWN.setdefault(verb, set()).add(dest)
     raw = os.environ.get(name)
+    source = name
+    if raw in (None, ""):
+        section = config_section(verb)
+        value = section.get(dest, section.get(flag.lstrip("-")))
+        raw = None if value is None else str(value)
+        source = f"{dest} in [{verb}] of {config_path()}"
     if raw not in (None, ""):
         try:
             default = type(raw)
         except (argparse.ArgumentTypeError, ValueError) as err:
-            raise UsageError(f"{name}={raw!r}: {err}", f"fix or unset {name}") from None
+            raise UsageError(f"{source}={raw!r}: {err}", f"fix or unset {source}") from None
     parser.add_argument(flag, dest=dest, type=type, default=default, help=f"{help} [{name}]")
