@@ -24,9 +24,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.context import Context
 
-EXIT_PREEMPTED = 75
 SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 # seconds a requeued rank waits for SLURM to stop it before exiting on its own
 REQUEUE_WAIT = 120.0
@@ -140,16 +140,18 @@ class Preemption:
         if self.ctx.is_main:
             requeued = self._requeue()
         requeued = self.ctx.broadcast_object(requeued)
-        waited = time.monotonic() - self.received_at if self.received_at is not None else 0.0
-        what = f"{self.received or 'a peer signal'}"
-        self.ctx.print(
-            f"noderun: preempted by {what}; checkpoint {saved} saved {waited:.1f} s after the "
-            + (
-                "signal; job requeued, it resumes from the checkpoint"
-                if requeued
-                else f"signal; exiting with {EXIT_PREEMPTED} (resume with --resume auto)"
-            )
+        origin = self.received or "a signal to another rank"
+        after = (
+            f" {time.monotonic() - self.received_at:.1f} s after it"
+            if self.received_at is not None
+            else ""
         )
+        then = (
+            "job requeued, it resumes from the checkpoint"
+            if requeued
+            else f"exiting with {EXIT_PREEMPTED} (resume with --resume auto)"
+        )
+        self.ctx.print(f"noderun: preempted by {origin}; checkpoint {saved} saved{after}; {then}")
         self.__exit__()
         self.ctx.shutdown()
         sys.stdout.flush()

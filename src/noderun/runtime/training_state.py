@@ -103,17 +103,18 @@ class Checkpointer:
         self.directory = directory or ctx.run_dir / checkpoint.CHECKPOINTS_DIR
         self.sharded = is_sharded(model)
         self.resumed_from: Path | None = None
-        self.extra: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}  # this rank's ``extra`` of the resumed checkpoint
         self._skip: tuple[int, int] | None = None  # (epoch, batches) to skip after resume
         self._pending_rng: dict[str, Any] | None = None
 
     def save(self, position: Position, extra: Mapping[str, Any] | None = None) -> Path:
         """Write a checkpoint of the current state; call on every rank at the same point."""
         states = self.ctx.gather_object(rng.capture())
+        extras = self.ctx.gather_object(dict(extra or {}))  # per rank, like the RNG states
         trainer: dict[str, Any] = {
             "position": dataclasses.asdict(position),
             "rng": states,
-            "extra": dict(extra or {}),
+            "extra": extras,
             "world_size": self.ctx.world_size,
         }
         if self.scheduler is not None:
@@ -162,13 +163,15 @@ class Checkpointer:
                 f"this run has {self.ctx.world_size}",
                 f"resume with {saved_world} ranks, or from an end-of-epoch checkpoint",
             )
-        own = states[self.ctx.rank] if self.ctx.rank < len(states) else states[0]
+        mine = self.ctx.rank if self.ctx.rank < len(states) else 0
+        own = states[mine]
         if position.step:
             self._skip = (position.epoch + 1, position.step)
             self._pending_rng = own  # restored after the skipped batches were drawn
         else:
             rng.restore(own)
-        self.extra = dict(trainer.get("extra", {}))
+        extras = trainer.get("extra") or [{}]
+        self.extra = dict(extras[mine] if mine < len(extras) else extras[0])
         self.resumed_from = path
         self.ctx.print(
             f"noderun: resumed from {path} (epoch {position.epoch} done, "

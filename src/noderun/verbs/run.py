@@ -13,6 +13,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.errors import UsageError
+from noderun.exit_codes import EXIT_PREEMPTED, PASSED_THROUGH
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
@@ -104,6 +105,8 @@ def main(args: argparse.Namespace) -> int:
         flush=True,
     )
     result = LocalSupervisor(plan).run()
+    if result.failure and result.failure.exit_code in PASSED_THROUGH:
+        result.exit_code = result.failure.exit_code  # a rank's bad input or preemption is the job's
     record.update(_outcome(result))
     rundir.write_json_atomic(run_json, record)
     _report(plan, result)
@@ -115,7 +118,7 @@ def _outcome(result: RunResult) -> dict[str, object]:
     if result.interrupted_by:
         status = "interrupted"
     elif result.failure:
-        status = "failed"
+        status = "preempted" if result.exit_code == EXIT_PREEMPTED else "failed"
     outcome: dict[str, object] = {
         "status": status,
         "end_time": rundir.now_iso(),
@@ -141,6 +144,12 @@ def _report(plan: LaunchPlan, result: RunResult) -> None:
         print(
             f"noderun: interrupted by {result.interrupted_by}; all ranks stopped "
             f"(run dir {plan.run_dir})",
+            file=sys.stderr,
+        )
+    elif result.exit_code == EXIT_PREEMPTED:
+        print(
+            f"noderun: job preempted: a checkpoint was saved and every rank exited "
+            f"{EXIT_PREEMPTED}; resume with the script's --resume {plan.run_dir}",
             file=sys.stderr,
         )
     elif result.failure:
