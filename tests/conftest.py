@@ -48,6 +48,20 @@ def noderun(
     )
 
 
+def run_args(script: Path, run_dir: Path, nnodes: int = 2, nproc: int = 2) -> list[str]:
+    """``noderun run`` arguments for ``script`` on ``nnodes`` x ``nproc`` ranks into ``run_dir``."""
+    return [
+        "run",
+        "--nnodes",
+        str(nnodes),
+        "--nproc-per-node",
+        str(nproc),
+        "--run-dir",
+        str(run_dir),
+        str(script),
+    ]
+
+
 def processes_running(marker: str) -> list[psutil.Process]:
     """Live (non-zombie) processes whose command line mentions ``marker``."""
     found = []

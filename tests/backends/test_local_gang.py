@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, clean_env, noderun, processes_running
+from tests.conftest import SCRIPTS, clean_env, noderun, processes_running, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -28,16 +28,7 @@ def gang_script(tmp_path: Path) -> Path:
 def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
     run_dir = tmp_path / "run"
     result = noderun(
-        [
-            "run",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "2",
-            "--run-dir",
-            str(run_dir),
-            str(gang_script),
-        ]
+        run_args(gang_script, run_dir),
     )
     assert result.returncode == 0, result.stderr
     for rank in range(4):
@@ -59,16 +50,7 @@ def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
 def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Path) -> None:
     run_dir = tmp_path / "run"
     result = noderun(
-        [
-            "run",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "2",
-            "--run-dir",
-            str(run_dir),
-            str(gang_script),
-        ],
+        run_args(gang_script, run_dir),
         GANG_MODE="raise:2",
     )
     assert result.returncode == 1
@@ -83,16 +65,7 @@ def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Pat
 
 def test_sigkilled_rank_tears_down_the_gang_within_10_s(tmp_path: Path, gang_script: Path) -> None:
     result = noderun(
-        [
-            "run",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "2",
-            "--run-dir",
-            str(tmp_path / "r"),
-            str(gang_script),
-        ],
+        run_args(gang_script, tmp_path / "r"),
         GANG_MODE="sigkill:3",
     )
     ended = time.time()
@@ -110,19 +83,7 @@ def test_signal_to_noderun_stops_every_rank(
 ) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "noderun",
-            "run",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "2",
-            "--run-dir",
-            str(run_dir),
-            str(gang_script),
-        ],
+        [sys.executable, "-m", "noderun", *run_args(gang_script, run_dir)],
         env=clean_env(GANG_MODE="hang"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -11,7 +11,7 @@ import pytest
 
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, noderun, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -19,16 +19,7 @@ pytestmark = pytest.mark.slow
 def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
     run_dir = tmp_path / "demo"
     result = noderun(
-        [
-            "run",
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "2",
-            "--run-dir",
-            str(run_dir),
-            str(ROOT / "examples" / "ddp_classifier.py"),
-        ],
+        run_args(ROOT / "examples" / "ddp_classifier.py", run_dir),
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
