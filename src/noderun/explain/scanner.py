@@ -1,0 +1,146 @@
+"""Stream a log file once, in constant memory, and yield the lines that match a signature.
+
+One combined regular expression (RE2: a DFA, linear time, grep-class speed) finds candidate
+lines in large chunks; only those lines are then attributed to a signature with Python's ``re``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from noderun.explain.signatures import SIGNATURES, Signature
+
+CHUNK = 4 << 20
+MAX_LINE = 16 << 20  # a "line" longer than this is cut: memory stays bounded
+LOOKBACK = 2048  # bytes before a hit searched for the timestamp of its log record
+BINARY_PROBE = 8192
+
+try:  # RE2 when installed (a core dependency); Python's re otherwise, slower but identical
+    import re2 as _re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
+except ImportError:  # pragma: no cover - exercised by tests through the `engine` seam
+    _re2 = None
+
+_ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hit:
+    """A log line attributed to a signature; ``time`` is epoch seconds when the log had one."""
+
+    path: Path
+    line: int
+    text: str
+    signature: Signature
+    time: float | None
+
+
+def combined_pattern(table: Sequence[Signature]) -> str:
+    return "(?m)" + "|".join(f"(?:{s.pattern})" for s in table)
+
+
+def compile_combined(table: Sequence[Signature], engine: str = "auto") -> Any:
+    """The candidate finder: ``engine`` is ``re2``, ``re``, or ``auto`` (re2 when present)."""
+    pattern = combined_pattern(table)
+    if engine == "re2" or (engine == "auto" and _re2 is not None):
+        if _re2 is None:
+            raise RuntimeError("google-re2 is not installed")
+        options = _re2.Options()
+        options.max_mem = 256 << 20
+        return _re2.compile(pattern.encode(), options)
+    return re.compile(pattern.encode())
+
+
+def is_binary(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return b"\0" in handle.read(BINARY_PROBE)
+
+
+def timestamp(text: bytes, year: int) -> float | None:
+    """Epoch seconds of the last ISO-8601 or glog (``E1122 10:20:05.123``) stamp in ``text``."""
+    best: datetime.datetime | None = None
+    for match in _ISO.finditer(text):
+        y, mo, d, h, mi, s, frac = match.groups()
+        best = _make(int(y), mo, d, h, mi, s, frac)
+    if best is None:
+        for match in _GLOG.finditer(text):
+            mo, d, h, mi, s, frac = match.groups()
+            best = _make(year, mo, d, h, mi, s, frac)
+    return best.timestamp() if best else None
+
+
+def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
+    mo, d, h, mi, s = (int(p) if p else 0 for p in parts[:5])
+    micro = int((parts[5] or b"0").ljust(6, b"0")[:6])
+    try:
+        return datetime.datetime(year, mo, d, h, mi, s, micro, tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+class Scanner:
+    """Finds signature lines in files; one instance per table, reusable across files."""
+
+    def __init__(self, table: Sequence[Signature] = SIGNATURES, engine: str = "auto") -> None:
+        self.table = tuple(table)
+        self.finder = compile_combined(self.table, engine)
+        self.line_patterns = [(re.compile(s.pattern), s) for s in self.table]
+
+    def classify(self, text: str) -> Signature | None:
+        """The first signature (in table order) matching one line."""
+        for pattern, signature in self.line_patterns:
+            if pattern.search(text):
+                return signature
+        return None
+
+    def scan(self, path: Path) -> Iterator[Hit]:
+        """Every matching line of ``path`` with its 1-based line number; constant memory."""
+        year = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.UTC).year
+        lines_before = 0  # newlines in the chunks already done
+        carry = b""
+        with open(path, "rb", buffering=0) as handle:
+            while True:
+                data = handle.read(CHUNK)
+                buf = carry + data if carry else data
+                if not buf:
+                    return
+                cut = buf.rfind(b"\n") + 1
+                if not data:
+                    cut = len(buf)  # last line without a newline
+                elif cut == 0 and len(buf) < MAX_LINE:
+                    carry = buf
+                    continue
+                elif cut == 0:
+                    cut = len(buf)
+                yield from self._scan_block(path, buf, cut, lines_before, year)
+                lines_before += buf.count(b"\n", 0, cut)
+                carry = buf[cut:]
+
+    def _scan_block(
+        self, path: Path, buf: bytes, end: int, lines_before: int, year: int
+    ) -> Iterator[Hit]:
+        counted_to, line_no = 0, lines_before + 1
+        match = self.finder.search(buf, 0, end)
+        while match:
+            start = buf.rfind(b"\n", 0, match.start()) + 1
+            stop = buf.find(b"\n", match.start(), end)
+            stop = end if stop < 0 else stop
+            line_no += buf.count(b"\n", counted_to, start)
+            counted_to = start
+            raw = buf[start:stop]
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            signature = self.classify(text)
+            if signature is not None:
+                stamp = timestamp(raw, year) or timestamp(
+                    buf[max(0, start - LOOKBACK) : start], year
+                )
+                yield Hit(path, line_no, text.strip()[:500], signature, stamp)
+            if stop >= end:
+                return
+            match = self.finder.search(buf, stop + 1, end)

@@ -1,0 +1,221 @@
+"""The knowledge of ``noderun explain``: one table of failure signatures, easy to extend.
+
+A signature is a regular expression (RE2 syntax, also valid for Python's ``re``) matched
+against one log line, the cause id it indicates, a one-line summary and a one-line fix.
+Order matters: a line is attributed to the first signature that matches it, so specific
+patterns come before general ones. ``tier`` ranks causes against each other:
+
+- ``ROOT``: an error that is a cause in its own right;
+- ``WEAK``: a message that is often benign (retries, warnings) and only a cause when nothing
+  stronger is found;
+- ``CONSEQUENCE``: what other ranks report *because* one failed (peer closed the connection,
+  the launcher's summary); evidence, but never the root cause when a ROOT finding exists;
+- ``LAST_RESORT``: generic error words, reported as ``unknown`` only when nothing else matched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Tier(enum.IntEnum):
+    ROOT = 0
+    WEAK = 1
+    CONSEQUENCE = 2
+    LAST_RESORT = 3
+
+
+CAUSES: dict[str, str] = {
+    "missing-launcher": "ranks started without srun/torchrun: all claim rank 0, or 1/N joined",
+    "device-ordinal": "global rank used as device index: invalid device ordinal",
+    "port-in-use": "the rendezvous port is already taken",
+    "network-unreachable": "no route to the peer: wrong network interface or firewall",
+    "connection-refused": "nobody listens at the master address: master not up, or wrong address",
+    "rendezvous-timeout": "some ranks or nodes never joined the rendezvous",
+    "collective-timeout": "a collective timed out: ranks desynchronized or one is stuck or dead",
+    "rank-crashed": "a worker died: exception, exit code or signal",
+    "out-of-memory": "GPU or host memory exhausted, or the OOM killer struck",
+    "fl-client-conflict": "several FL clients for one site, or flare.init timed out",
+    "storage-missing": "a file or checkpoint is missing on (some) nodes",
+    "version-mismatch": "python/torch/CUDA/NCCL versions differ between nodes or builds",
+    "unknown": "a failure with no known signature",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    cause: str
+    pattern: str
+    summary: str
+    fix: str
+    tier: Tier = Tier.ROOT
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause id {self.cause!r}; add it to CAUSES")
+
+
+_SRUN_FIX = "start every rank with `srun python SCRIPT …` (or `noderun run`), not python alone"
+_PORT_FIX = "pick a free port (--master-port / MASTER_PORT) or stop the process holding it"
+_REFUSED_FIX = "check MASTER_ADDR is the first node of the job and that rank 0 started first"
+_IFACE_FIX = (
+    "set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface that routes between nodes "
+    "(`noderun doctor` names it); check the firewall"
+)
+_OOM_FIX = "lower the batch size or model size per rank, or ask for more memory (--mem)"
+_CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
+
+SIGNATURES: tuple[Signature, ...] = (
+    # missing launcher: one process where N were meant, or several all thinking they are rank 0
+    Signature(
+        "missing-launcher",
+        r"python started without srun",
+        "python ran once in the batch script instead of once per task",
+        _SRUN_FIX,
+    ),
+    Signature(
+        "missing-launcher",
+        r"waiting for clients\. 1/([2-9]|\d\d+) clients joined",
+        "only rank 0 ever joined: the other ranks were never started",
+        _SRUN_FIX,
+    ),
+    Signature(
+        "missing-launcher",
+        r"[Cc]laim(s|ed)? rank 0|all ranks are 0|GLOBAL_RANK: 0, MEMBER: 1/([2-9]|\d\d+)",
+        "several processes believe they are rank 0 (launcher missing)",
+        _SRUN_FIX,
+        Tier.WEAK,
+    ),
+    Signature(
+        "device-ordinal",
+        r"invalid device ordinal",
+        "a rank selected a GPU index that does not exist on its node",
+        "use LOCAL_RANK (not RANK) as the device index: torch.cuda.set_device(local_rank)",
+    ),
+    Signature(
+        "out-of-memory",
+        r"CUDA out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|"
+        r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
+        r"DefaultCPUAllocator: can't allocate memory",
+        "memory exhausted",
+        _OOM_FIX,
+    ),
+    Signature(
+        "port-in-use",
+        r"[Aa]ddress already in use|EADDRINUSE|failed to listen on any local network address|"
+        r"port \d+ is (already )?in use",
+        "the rendezvous port is already taken on the master",
+        _PORT_FIX,
+    ),
+    Signature(
+        "network-unreachable",
+        r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
+        r"Unable to find address for|no socket interface found|"
+        r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed",
+        "the nodes cannot reach each other on this network interface",
+        _IFACE_FIX,
+    ),
+    Signature(
+        "connection-refused",
+        r"[Nn]ame or service not known|Temporary failure in name resolution|"
+        r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve",
+        "the master address does not resolve",
+        "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
+    ),
+    # torch retries connecting while the master starts: benign unless nothing else is found
+    Signature(
+        "connection-refused",
+        r"\[W.*socket\.cpp.*[Cc]onnection refused",
+        "a rank could not connect to the master yet (retrying)",
+        _REFUSED_FIX,
+        Tier.WEAK,
+    ),
+    Signature(
+        "connection-refused",
+        r"[Cc]onnection refused|ECONNREFUSED",
+        "nobody listens at the master address and port",
+        _REFUSED_FIX,
+    ),
+    Signature(
+        "collective-timeout",
+        r"Watchdog caught collective operation timeout|[Cc]ollective operation timeout|"
+        r"Timed out waiting \d+ms for (recv|send)|Detected mismatch between collectives|"
+        r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout|NCCL timeout|"
+        r"collective.*timed out",
+        "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
+        "make every rank call the same collectives in the same order; find the stuck rank "
+        "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
+    ),
+    Signature(
+        "rendezvous-timeout",
+        r"waiting for clients\. \d+/\d+ clients joined|RendezvousTimeoutError|"
+        r"ranks joined at .* never arrived|[Rr]endezvous.*timed? ?out|"
+        r"could not reach the master|DistStoreError: .*[Tt]imed? ?out",
+        "some ranks or nodes never joined the rendezvous",
+        "start every node (check srun/torchrun ran on all of them) with the same MASTER_ADDR, "
+        "MASTER_PORT and world size",
+    ),
+    Signature(
+        "fl-client-conflict",
+        r"flare\.init.*[Tt]ime ?out|[Tt]ime ?out.*flare\.init|"
+        r"[Cc]lient name .* (already|is) (registered|in use)|duplicate client|"
+        r"[Dd]uplicate.*site",
+        "several FL clients claim the same site, or flare.init timed out",
+        "run one FL client per site and call flare.init on rank 0 only; broadcast to the others",
+    ),
+    Signature(
+        "version-mismatch",
+        r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
+        r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
+        "software versions differ between nodes or builds",
+        "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
+    ),
+    Signature(
+        "storage-missing",
+        r"FileNotFoundError|[Nn]o such file or directory|checkpoint .* does not exist|"
+        r"[Ss]tale file handle|ENOENT",
+        "a file the job needs is missing (not on a shared filesystem?)",
+        "put data and checkpoints on a filesystem every node mounts at the same path",
+    ),
+    # consequences: what the surviving ranks and the launchers report after a rank died
+    Signature(
+        "rank-crashed",
+        r"[Cc]onnection (closed|reset) by peer|remote worker crash|[Bb]roken pipe|"
+        r"ECONNRESET|Socket Timeout",
+        "a rank lost its peer (that peer failed first)",
+        _CRASH_FIX,
+        Tier.CONSEQUENCE,
+    ),
+    Signature(
+        "rank-crashed",
+        r"ChildFailedError|Root Cause \(first observed failure\)|^\s*exitcode\s*:\s*-?\d+|"
+        r"Signal \d+ \(SIG\w+\) received|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
+        r"srun: error: .*(task \d+|Exited)|\*\*\* STEP .* CANCELLED|died with <Signals|"
+        r"SignalException: Process \d+ got signal",
+        "the launcher reports a failed rank",
+        _CRASH_FIX,
+        Tier.CONSEQUENCE,
+    ),
+    Signature(
+        "rank-crashed",
+        r"Segmentation fault|[Cc]ore dumped|Fatal Python error|\bKilled\b",
+        "a rank died from a signal",
+        "run that rank alone to reproduce; check native extensions and memory",
+    ),
+    # the last line of a traceback: the exception the first failing rank raised
+    Signature(
+        "rank-crashed",
+        r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)",
+        "a rank raised an exception",
+        "fix the exception in the first failing rank's traceback",
+    ),
+    Signature(
+        "unknown",
+        r"(?i:\b(error|fatal|failed|failure|abort(ed)?)\b)",
+        "an error with no known signature",
+        "read the evidence line and the lines around it; add a signature to "
+        "noderun/explain/signatures.py",
+        Tier.LAST_RESORT,
+    ),
+)

@@ -1,0 +1,179 @@
+"""Turn ``noderun explain`` arguments (files, directories, run directories, SLURM job ids)
+into an ordered list of log files, plus what the run directory itself knows."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from noderun.errors import UsageError
+from noderun.explain.scanner import is_binary
+
+LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+_RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+
+
+@dataclasses.dataclass
+class Sources:
+    """The files to scan, in order, and facts gathered on the way."""
+
+    files: list[Path] = dataclasses.field(default_factory=list)
+    time_hints: dict[Path, float] = dataclasses.field(default_factory=dict)
+    # a known failure with no log line to show for it (run.json, sacct): (file, text)
+    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def add(self, path: Path) -> None:
+        if path not in self.files:
+            self.files.append(path)
+
+
+def collect(targets: Sequence[str]) -> Sources:
+    """Resolve every argument; a missing, unreadable, empty or binary one is a UsageError."""
+    sources = Sources()
+    for target in targets:
+        path = Path(target)
+        if path.is_dir():
+            _add_directory(sources, path)
+        elif path.exists():
+            _add_file(sources, path, explicit=True)
+        elif _JOB_ID.match(target):
+            _add_slurm_job(sources, target)
+        else:
+            raise UsageError(f"{target} does not exist", "pass log files, a directory or a job id")
+    return sources
+
+
+def _add_file(sources: Sources, path: Path, explicit: bool) -> bool:
+    try:
+        binary = is_binary(path)
+    except OSError as err:
+        raise UsageError(
+            f"cannot read {path}: {err.strerror}", "check the path and its permissions"
+        ) from None
+    if binary:
+        if explicit:
+            raise UsageError(f"{path} is a binary file, not a log", "pass a text log")
+        return False
+    sources.add(path)
+    return True
+
+
+def _add_directory(sources: Sources, directory: Path) -> None:
+    """Every text log below ``directory``; a run directory adds its run.json and rank errors."""
+    candidates = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES)
+    # rank logs first, in rank order: the torchelastic copies of the same lines come after
+    candidates.sort(key=lambda p: (not _RANK_LOG.match(p.name), _rank_of(p), str(p)))
+    added = [p for p in candidates if _add_file(sources, p, explicit=False)]
+    found_run = _add_run_facts(sources, directory)
+    if not added and not found_run:
+        raise UsageError(
+            f"{directory} holds no log files ({', '.join(LOG_SUFFIXES)})",
+            "pass a run directory, a log file or a SLURM job id",
+        )
+
+
+def _rank_of(path: Path) -> int:
+    match = _RANK_LOG.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _add_run_facts(sources: Sources, directory: Path) -> bool:
+    """Rank error times become time hints for their logs; a failed run.json is a failure."""
+    for error in sorted(directory.glob("logs/rank*.error.json")):
+        record = _read_json(error)
+        if isinstance(record.get("time"), int | float):
+            sources.time_hints[error.with_name(error.name.replace(".error.json", ".log"))] = float(
+                record["time"]
+            )
+    run = _read_json(directory / "run.json")
+    if run.get("status") in ("failed", "interrupted") or run.get("exit_code") not in (None, 0):
+        failure = run.get("failure") or {}
+        text = f"run {run.get('status')}: " + (
+            f"rank {failure.get('rank')} (node {failure.get('node_rank')}): {failure.get('reason')}"
+            if failure
+            else f"exit code {run.get('exit_code')}"
+        )
+        sources.failures.append((str(directory / "run.json"), text))
+    return bool(run)
+
+
+def _add_slurm_job(sources: Sources, job_id: str) -> None:
+    """The job's stdout/stderr files (scontrol, else sacct) and its run directory if any."""
+    if shutil.which("scontrol") is None and shutil.which("sacct") is None:
+        raise UsageError(f"{job_id} is not a file, and SLURM is not installed", "pass a log path")
+    fields = _scontrol_fields(job_id) or _sacct_fields(job_id)
+    if not fields:
+        raise UsageError(f"unknown SLURM job id {job_id}", "check it with `sacct -j ID`")
+    workdir = Path(fields.get("WorkDir", "."))
+    for key in ("StdOut", "StdErr"):
+        value = fields.get(key, "").replace("%j", job_id.split("_")[0])
+        if value:
+            path = Path(value) if Path(value).is_absolute() else workdir / value
+            if path.is_file():
+                _add_file(sources, path, explicit=False)
+    state = fields.get("JobState") or fields.get("State", "")
+    if state and not state.startswith(("COMPLETED", "RUNNING", "PENDING")):
+        sources.failures.append((f"job {job_id}", f"SLURM job {job_id} ended {state}"))
+    for run_dir in _run_dirs_of_job(workdir, job_id):
+        _add_directory(sources, run_dir)
+    if not sources.files and not sources.failures:
+        raise UsageError(
+            f"SLURM job {job_id} left no log files that can be read here",
+            "pass the job's output files or run directory instead",
+        )
+
+
+def _scontrol_fields(job_id: str) -> dict[str, str]:
+    done = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
+    )
+    if done.returncode != 0:
+        return {}
+    fields: dict[str, str] = {}
+    for token in done.stdout.split():
+        key, _, value = token.partition("=")
+        fields.setdefault(key, value)
+    return fields
+
+
+def _sacct_fields(job_id: str) -> dict[str, str]:
+    """sacct remembers finished jobs scontrol forgot; it has WorkDir but not StdOut in 22.05."""
+    if shutil.which("sacct") is None:
+        return {}
+    done = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,WorkDir"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not lines:
+        return {}
+    _, state, exit_code, workdir = [*lines[0].split("|"), "", "", ""][:4]
+    stdout = Path(workdir) / f"slurm-{job_id}.out"
+    return {"State": state, "ExitCode": exit_code, "WorkDir": workdir, "StdOut": str(stdout)}
+
+
+def _run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:
+    """Run directories whose run.json names this job (``noderun submit`` writes job_id)."""
+    found = []
+    for run_json in sorted(workdir.glob("runs/*/run.json")):
+        record = _read_json(run_json)
+        if str(record.get("job_id", "")) == job_id.split("_")[0]:
+            found.append(run_json.parent)
+    return found

@@ -1,0 +1,59 @@
+"""``noderun explain LOG…``: root cause, evidence line (file:line) and fix of a failed run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from noderun.explain import Finding
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "explain",
+        help="say why a run failed: root cause, evidence line, fix",
+        description="Read logs (files, directories, a run directory, or a SLURM job id), "
+        "streaming in constant memory, and print the root cause, the evidence line with file "
+        "and line number, and the fix; other findings follow, first failure in time first.",
+    )
+    parser.add_argument(
+        "targets", nargs="+", metavar="LOG", help="log file, directory, run dir, or job id"
+    )
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from noderun.explain import explain
+
+    findings = explain(args.targets)
+    if args.json:
+        print(json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2))
+    else:
+        print_findings(findings)
+    return 0
+
+
+def print_findings(findings: list[Finding]) -> None:
+    if not findings:
+        print("no failure found: no line matches a known failure signature")
+        return
+    root, *others = findings
+    print(f"root cause: {root.cause}: {root.summary}")
+    print(f"  evidence: {_where(root)}")
+    print(f"            {root.evidence.text}")
+    print(f"  fix:      {root.fix}")
+    for finding in others:
+        print(f"also: {finding.cause}: {finding.summary}")
+        print(f"  evidence: {_where(finding)}: {finding.evidence.text}")
+        print(f"  fix:      {finding.fix}")
+    sys.stdout.flush()
+
+
+def _where(finding: Finding) -> str:
+    extra = f" (seen {finding.occurrences} times)" if finding.occurrences > 1 else ""
+    line = f":{finding.evidence.line}" if finding.evidence.line else ""
+    return f"{finding.evidence.file}{line}{extra}"
