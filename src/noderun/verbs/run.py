@@ -13,7 +13,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.errors import UsageError
-from noderun.exit_codes import EXIT_PREEMPTED, PASSED_THROUGH
+from noderun.exit_codes import EXIT_PREEMPTED, EXIT_USAGE, PASSED_THROUGH
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
@@ -144,6 +144,12 @@ def _report(plan: LaunchPlan, result: RunResult) -> None:
         print(
             f"noderun: interrupted by {result.interrupted_by}; all ranks stopped "
             f"(run dir {plan.run_dir})",
+            file=sys.stderr,
+        )
+    elif result.exit_code == EXIT_USAGE:
+        print(
+            f"noderun: the script refused its input (exit {EXIT_USAGE}, see the error above); "
+            f"all ranks stopped; run dir {plan.run_dir}",
             file=sys.stderr,
         )
     elif result.exit_code == EXIT_PREEMPTED:

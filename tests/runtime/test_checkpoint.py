@@ -1,0 +1,164 @@
+"""Checkpoint files and the Checkpointer in one process: atomic layout, keep-k, resolve, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import noderun
+from noderun import checkpoint as public
+from noderun.errors import UsageError
+from noderun.runtime import checkpoint, rng
+from noderun.runtime.training_state import Checkpointer, Position
+
+
+def test_save_writes_marker_last_and_loads(tmp_path: Path) -> None:
+    state = {"model": {"w": torch.arange(6.0).reshape(2, 3)}, "epoch": 3}
+    final = checkpoint.save(state, tmp_path, "epoch-0003", meta={"epoch": 3})
+    assert final == tmp_path / "epoch-0003"
+    assert sorted(p.name for p in final.iterdir()) == [".complete", "meta.json", "state.pt"]
+    assert not list(tmp_path.glob(".*tmp*"))
+    meta = json.loads((final / "meta.json").read_text())
+    assert meta["format"] == "full" and meta["epoch"] == 3 and meta["tag"] == "epoch-0003"
+    loaded = public.load(final)
+    assert torch.equal(loaded["model"]["w"], state["model"]["w"]) and loaded["epoch"] == 3
+
+
+def test_partial_checkpoints_are_never_latest_and_keep_k(tmp_path: Path) -> None:
+    for epoch in range(1, 6):
+        checkpoint.save({"model": {"e": torch.tensor(epoch)}}, tmp_path, f"epoch-{epoch:04d}", keep=2)
+    assert [p.name for p in checkpoint.checkpoints(tmp_path)] == ["epoch-0004", "epoch-0005"]
+    # a crash after the rename, before the marker: a full-looking directory without .complete
+    crashed = tmp_path / "epoch-0006"
+    crashed.mkdir()
+    torch.save({"model": {}}, crashed / "state.pt")
+    (tmp_path / ".epoch-0007.tmp").mkdir()  # a crash while writing
+    assert checkpoint.latest(tmp_path) == tmp_path / "epoch-0005"
+    with pytest.raises(UsageError, match=r"epoch-0006 is incomplete \(no \.complete marker"):
+        checkpoint.load(crashed)
+    # writing the same tag again replaces the partial one
+    checkpoint.save({"model": {"e": torch.tensor(6)}}, tmp_path, "epoch-0006", keep=2)
+    assert checkpoint.load(checkpoint.latest(tmp_path))["model"]["e"] == 6  # type: ignore[arg-type]
+
+
+def test_load_refuses_pickled_code(tmp_path: Path) -> None:
+    """weights_only=True: a checkpoint that needs arbitrary unpickling is refused, not run."""
+    final = checkpoint.save({"model": {}}, tmp_path, "epoch-0001")
+    torch.save({"model": {}, "evil": Position(1, 2, 3)}, final / "state.pt")  # a dataclass
+    with pytest.raises(UsageError, match=r"state\.pt is corrupt or not a torch checkpoint"):
+        checkpoint.load(final)
+
+
+def test_resolve(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert checkpoint.resolve(None, run) is None
+    assert checkpoint.resolve("auto", run) is None  # first start of a requeued job
+    first = checkpoint.save({"model": {}}, run / "checkpoints", "epoch-0001")
+    second = checkpoint.save({"model": {}}, run / "checkpoints", "epoch-0002")
+    assert checkpoint.resolve("auto", run) == second
+    assert checkpoint.resolve(str(run), tmp_path / "other") == second  # a run directory
+    assert checkpoint.resolve(first, run) == first
+    with pytest.raises(UsageError, match=r"checkpoint .*nope does not exist; hint: pass"):
+        checkpoint.resolve(tmp_path / "nope", run)
+    with pytest.raises(UsageError, match="is a file, not a checkpoint directory"):
+        checkpoint.resolve(second / "state.pt", run)
+    empty = tmp_path / "empty"
+    (empty / "checkpoints").mkdir(parents=True)
+    with pytest.raises(UsageError, match="has no complete checkpoint"):
+        checkpoint.resolve(empty, run)
+
+
+def test_rng_roundtrip_is_exact() -> None:
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    saved = rng.capture()
+    expected = (random.random(), np.random.rand(3).tolist(), torch.rand(3))
+    random.seed(9)
+    np.random.seed(9)
+    torch.manual_seed(9)
+    rng.restore(saved)
+    assert (random.random(), np.random.rand(3).tolist()) == expected[:2]
+    assert torch.equal(torch.rand(3), expected[2])
+
+
+def _train(
+    ctx: noderun.Context, resume: str | Path | None, stop_at: int | None, epochs: int = 2
+) -> tuple[dict[str, torch.Tensor], Checkpointer]:
+    """Tiny loop shaped like the examples: dropout (RNG), shuffling, AdamW, a per-step schedule."""
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(40, 5), torch.randn(40, 1))
+    loader = ctx.loader(data, 4, shuffle=True, seed=0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Dropout(0.3), nn.Linear(8, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.9)
+    ckpt = Checkpointer(ctx, model, optimizer, scheduler, keep=10)
+    start = ckpt.resume(resume)
+    global_step = start.global_step
+    for epoch in range(start.epoch + 1, epochs + 1):
+        ctx.set_epoch(loader, epoch)
+        for step, (x, y) in ckpt.steps(loader, epoch):
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+            global_step += 1
+            if global_step == stop_at:
+                ckpt.save(Position(epoch - 1, step, global_step), {"seen": global_step})
+                return {}, ckpt
+        ckpt.save(Position(epoch, 0, global_step))
+    return {**model.state_dict(), "lr": torch.tensor(scheduler.get_last_lr())}, ckpt
+
+
+@pytest.mark.parametrize("stop_at", [3, 10, 13])  # mid-epoch 1, end of epoch 1, mid-epoch 2
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, stop_at: int) -> None:
+    ctx = noderun.init(run_dir=tmp_path / "a", environ={})
+    baseline, _ = _train(ctx, None, None)
+    ctx.run_dir = tmp_path / "b"
+    _train(ctx, None, stop_at)
+    resumed, ckpt = _train(ctx, "auto", None)
+    assert ckpt.resumed_from is not None and ckpt.extra.get("seen", stop_at) == stop_at
+    assert baseline.keys() == resumed.keys()
+    for key in baseline:
+        assert torch.equal(baseline[key], resumed[key]), key
+
+
+def _model_run(tmp_path: Path) -> tuple[noderun.Context, Path]:
+    ctx = noderun.init(run_dir=tmp_path / "run", environ={})
+    _train(ctx, None, None, epochs=1)
+    return ctx, tmp_path / "run" / "checkpoints" / "epoch-0001"
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_bad_resume_inputs_name_the_file_and_change_nothing(tmp_path: Path) -> None:
+    ctx, good = _model_run(tmp_path)
+    partial = good.parent / "epoch-0002"
+    partial.mkdir()
+    (partial / "state.pt").write_bytes((good / "state.pt").read_bytes())
+    corrupt = good.parent / "epoch-0003"
+    checkpoint.save({"model": {}}, good.parent, "epoch-0003", keep=0)
+    (corrupt / "state.pt").write_bytes(b"\x00not a zip at all")
+    before = _snapshot(tmp_path)
+    model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 1))
+    cases = {
+        tmp_path / "missing": r"checkpoint \S*missing does not exist",
+        partial: r"checkpoint \S*epoch-0002 is incomplete",
+        corrupt: r"checkpoint file \S*epoch-0003/state\.pt is corrupt",
+        good: r"checkpoint \S*epoch-0001/state\.pt does not fit this model: 0\.weight is "
+        r"\[8, 5\] in the checkpoint but \[16, 5\] in the model",
+    }
+    for path, message in cases.items():
+        ckpt = Checkpointer(ctx, model, torch.optim.AdamW(model.parameters()))
+        with pytest.raises(UsageError, match=message) as err:
+            ckpt.resume(path)
+        assert err.value.exit_code == 2 and "\n" not in str(err.value)
+    assert _snapshot(tmp_path) == before
