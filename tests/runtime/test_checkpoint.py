@@ -1,4 +1,4 @@
-"""Checkpoint files and the Checkpointer in one process: atomic layout, keep-k, resolve, bad input."""
+"""Checkpoints in one process: atomic layout, keep-k, resolve, exact resume, bad input."""
 
 from __future__ import annotations
 
@@ -32,7 +32,9 @@ def test_save_writes_marker_last_and_loads(tmp_path: Path) -> None:
 
 def test_partial_checkpoints_are_never_latest_and_keep_k(tmp_path: Path) -> None:
     for epoch in range(1, 6):
-        checkpoint.save({"model": {"e": torch.tensor(epoch)}}, tmp_path, f"epoch-{epoch:04d}", keep=2)
+        checkpoint.save(
+            {"model": {"e": torch.tensor(epoch)}}, tmp_path, f"epoch-{epoch:04d}", keep=2
+        )
     assert [p.name for p in checkpoint.checkpoints(tmp_path)] == ["epoch-0004", "epoch-0005"]
     # a crash after the rename, before the marker: a full-looking directory without .complete
     crashed = tmp_path / "epoch-0006"

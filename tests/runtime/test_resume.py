@@ -30,12 +30,13 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
 # 2 sensors x 7 days: 27 steps per epoch at 2 ranks x 64, 3 epochs, ~10 s a run
+TWO_NODES = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
 SMALL = ["--sensors", "2", "--days", "7", "--epochs", "3", "--batch-size", "64", "--keep", "5"]
 
 
 def run(run_dir: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
-    argv = ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir)]
-    return noderun([*argv, SCRIPT, *SMALL, *extra], timeout=240, **env)
+    argv = [*TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *SMALL, *extra]
+    return noderun(argv, timeout=240, **env)
 
 
 def flat(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -107,9 +108,9 @@ def rank_process(run_dir: Path, rank: int, timeout: float = 60) -> psutil.Proces
     while time.monotonic() < deadline:
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if SCRIPT not in (proc.info["cmdline"] or []) or "torch.distributed.run" in " ".join(
-                    proc.info["cmdline"]
-                ):
+                if SCRIPT not in (
+                    proc.info["cmdline"] or []
+                ) or "torch.distributed.run" in " ".join(proc.info["cmdline"]):
                     continue
                 env = proc.environ()
             except psutil.Error:
@@ -125,8 +126,7 @@ def test_sigkill_during_checkpoint_write_leaves_previous_and_resume_uses_it(
 ) -> None:
     crashed = tmp_path / "crashed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "noderun", "run", "--nnodes", "2", "--nproc-per-node", "1"]
-        + ["--run-dir", str(crashed), SCRIPT, *SMALL],
+        [sys.executable, "-m", "noderun", *TWO_NODES, "--run-dir", str(crashed), SCRIPT, *SMALL],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

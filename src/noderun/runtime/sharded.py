@@ -4,6 +4,7 @@ param groups) and commits the directory. Only tensors go to DCP, so nothing is u
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -129,7 +130,9 @@ def load_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str,
 
     trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE, map_location)
     try:
-        shards = _load_state_dict_from_keys(checkpoint_id=str(path / checkpoint.SHARDS_DIR))
+        with warnings.catch_warnings():  # "no process group: loading in one process" is the point
+            warnings.simplefilter("ignore", UserWarning)
+            shards = _load_state_dict_from_keys(checkpoint_id=str(path / checkpoint.SHARDS_DIR))
     except Exception as err:
         raise UsageError(
             f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
