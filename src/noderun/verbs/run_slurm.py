@@ -105,7 +105,7 @@ def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
     return environ.get("SLURMD_NODENAME", "") in step.hosts[:1]
 
 
-def _record(step: StepPlan, environ: Mapping[str, str]) -> dict[str, object]:
+def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[str, object]:
     run_json = step.run_dir / rundir.RUN_JSON
     record = rundir.read_json(run_json) if run_json.exists() else {}
     record.update(
@@ -125,7 +125,8 @@ def _record(step: StepPlan, environ: Mapping[str, str]) -> dict[str, object]:
                 "master_port": step.master_port or port_for_job(environ["SLURM_JOB_ID"]),
             },
             "hosts": list(step.hosts),
-            "step_command": step.srun_argv(),
+            "launch": "torchrun" if direct else "srun",
+            "step_command": None if direct else step.srun_argv(),
             "versions": {
                 "python": platform.python_version(),
                 "torch": metadata.version("torch"),
@@ -164,9 +165,12 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         print(step.rank_table())
         print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
         return 0
-    record = _record(step, env)
+    record = _record(step, env, direct)
     run_json = step.run_dir / rundir.RUN_JSON
     rundir.write_json_atomic(run_json, record)
+    (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    for rank in range(step.world_size):  # one log per rank, even for a rank that prints nothing
+        (step.run_dir / "logs" / f"rank{rank}.log").touch()
     print(
         f"noderun: SLURM job {env['SLURM_JOB_ID']}: {step.nnodes} node(s) x "
         f"{step.nproc_per_node} = {step.world_size} ranks ({step.mode.value} mode) on "

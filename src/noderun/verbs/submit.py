@@ -190,14 +190,15 @@ def follow(job_id: str, run_dir: Path) -> int:
     copy_console()
     slurm.write_sacct_summary(run_dir, job_id, job_final=True)
     run_json = run_dir / rundir.RUN_JSON
-    if run_json.exists():
-        record = rundir.read_json(run_json)
-        if record.get("status") in ("submitted", "running"):  # the job never got to say
-            record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
-            rundir.write_json_atomic(run_json, record)
+    record = rundir.read_json(run_json) if run_json.exists() else {}
+    if record.get("status") in ("submitted", "running"):  # the job never got to say
+        record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
+        rundir.write_json_atomic(run_json, record)
     code = final.shell_exit_code
+    failure = record.get("failure") or {}
+    why = f": {failure['reason']}" if code and failure.get("reason") else ""
     print(
-        f"noderun: job {job_id} {final.state}, exit code {code}; run dir {run_dir}",
+        f"noderun: job {job_id} {final.state}, exit code {code}{why}; run dir {run_dir}",
         file=sys.stderr if code else sys.stdout,
         flush=True,
     )

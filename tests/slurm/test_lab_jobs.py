@@ -1,0 +1,292 @@
+"""End to end on the real Slurm lab: noderun submit, noderun run inside salloc, both modes,
+2 and 3 nodes, concurrent jobs on shared nodes, hostile arguments, failures that end fast.
+Jobs are shared between assertions to keep the lab time short."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from noderun.backends.slurm import job_state
+from tests.conftest import ROOT, clean_env, noderun
+from tests.slurm.lab import (
+    CLASSIFIER,
+    PYTHON,
+    WORKLOADS,
+    contract_lines,
+    job_id_of,
+    read_json,
+    require_lab,
+    salloc,
+    wait,
+)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+HOSTILE = [
+    "two words",
+    "it's",
+    'say "hi"',
+    "a; touch {pwned}",
+    "$(touch {pwned})",
+    "`touch {pwned}`",
+    "line one\nline two",
+    "$HOME",
+    "*",
+    "",
+    "--",
+    "--nnodes=9",
+]
+RANK_LINE = re.compile(r"\d+:\d+\| ")
+
+
+@pytest.fixture(autouse=True)
+def _lab() -> None:
+    require_lab()
+
+
+def _check_classifier_run(run_dir: Path, world: int, nodes: int) -> dict[str, object]:
+    run = read_json(run_dir / "run.json")
+    assert run["status"] == "completed" and run["backend"] == "slurm", run
+    hosts = run["hosts"]
+    assert isinstance(hosts, list) and len(set(hosts)) == nodes
+    runtime = read_json(run_dir / "runtime.json")
+    assert runtime["world_size"] == world
+    per_node = world // nodes
+    assert runtime["rank_hosts"] == [hosts[r // per_node] for r in range(world)]
+    for rank in range(world):
+        assert (run_dir / "logs" / f"rank{rank}.log").is_file()
+    assert "epoch 1/1" in (run_dir / "logs" / "rank0.log").read_text()
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("epoch,") and len(rows) == 2
+    return run
+
+
+def test_submit_classifier_torchrun_mode_on_two_nodes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["submit", "--wait", "--nodes", "2", "--nproc-per-node", "2", "--time", "5",
+         "--run-dir", str(run_dir), str(CLASSIFIER), "--epochs", "1"],
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    job_id = job_id_of(result.stdout)
+    run = _check_classifier_run(run_dir, world=4, nodes=2)
+    assert run["job_id"] == job_id and run["mode"] == "torchrun"
+    # console: every rank line carries node:rank, progress only from rank 0, no merged lines
+    rank_lines = [line for line in result.stdout.splitlines() if RANK_LINE.match(line)]
+    assert any(line.startswith("0:0| epoch 1/1") for line in rank_lines)
+    assert all(line.startswith("0:0| ") for line in rank_lines), rank_lines
+    assert not [line for line in rank_lines if RANK_LINE.search(line.split("| ", 1)[1])]
+    summary = (run_dir / "sacct_summary.txt").read_text()
+    assert f"{job_id}.0" in summary and "COMPLETED" in summary
+    assert (run_dir / "job.sbatch").read_text().startswith("#!/bin/bash\n")
+
+
+def test_concurrent_jobs_on_shared_nodes_both_modes_hostile_args(tmp_path: Path) -> None:
+    """Two 3-node jobs at once on the same nodes (ports from job ids), one per mode; a third
+    on one node runs torchrun directly. The srun-mode job is a plain torch script."""
+    pwned = tmp_path / "pwned"
+    hostile = [arg.format(pwned=pwned) for arg in HOSTILE]
+    jobs = {
+        "torchrun3": ["--nodes", "3", "--nproc-per-node", "1", str(CLASSIFIER), "--epochs", "1"],
+        "srun3": ["--mode", "srun", "--nodes", "3", "--nproc-per-node", "1",
+                  str(WORKLOADS / "plain_contract.py"), *hostile],
+        "single": ["--nodes", "1", "--nproc-per-node", "2",
+                   str(WORKLOADS / "plain_contract.py"), "x y"],
+    }  # fmt: skip
+    ids = {}
+    for name, args in jobs.items():
+        result = noderun(
+            ["submit", "--time", "5", "--run-dir", str(tmp_path / name), *args], cwd=ROOT
+        )
+        assert result.returncode == 0, result.stderr
+        ids[name] = job_id_of(result.stdout)
+    states = {name: wait(job_id) for name, job_id in ids.items()}
+    assert {n: s.state for n, s in states.items()} == dict.fromkeys(jobs, "COMPLETED")
+
+    a = _check_classifier_run(tmp_path / "torchrun3", world=3, nodes=3)
+    b = read_json(tmp_path / "srun3" / "run.json")
+    assert b["status"] == "completed" and b["mode"] == "srun"
+    assert sorted(a["hosts"]) == sorted(b["hosts"]) == ["node1", "node2", "node3"]  # type: ignore[arg-type]
+    assert a["start_time"] <= b["end_time"] and b["start_time"] <= a["end_time"], "no overlap"
+    ports = {a["topology"]["master_port"], b["topology"]["master_port"]}  # type: ignore[index]
+    assert len(ports) == 2
+
+    for rank in range(3):
+        (seen,) = contract_lines(tmp_path / "srun3", rank)
+        assert seen["argv"] == hostile  # byte for byte, through sbatch, srun and the node
+        assert (seen["rank"], seen["local_rank"], seen["world_size"]) == (rank, 0, 3)
+        assert seen["sum"] == 6.0 and seen["host"] == b["hosts"][rank]  # type: ignore[index]
+    assert not pwned.exists()
+
+    single = read_json(tmp_path / "single" / "run.json")
+    assert single["status"] == "completed"
+    assert (single["launch"], a["launch"], b["launch"]) == ("torchrun", "srun", "srun")
+    assert [contract_lines(tmp_path / "single", r)[0]["local_rank"] for r in (0, 1)] == [0, 1]
+
+
+def test_run_inside_salloc_both_modes(tmp_path: Path) -> None:
+    """srun mode on 2 nodes x 2 (classifier) and torchrun mode on 3 nodes (plain torch)."""
+    srun = salloc(
+        ["--nodes=2", "--ntasks-per-node=2", PYTHON, "-m", "noderun", "run", "--mode=srun",
+         "--nproc-per-node=2", f"--run-dir={tmp_path / 'srun'}", str(CLASSIFIER), "--epochs", "1"]
+    )  # fmt: skip
+    torchrun = salloc(
+        ["--nodes=3", PYTHON, "-m", "noderun", "run", "--nproc-per-node=1",
+         f"--run-dir={tmp_path / 'torchrun'}", str(WORKLOADS / "plain_contract.py"), "z"]
+    )  # fmt: skip
+    out_srun, _ = srun.communicate(timeout=300)
+    out_torchrun, _ = torchrun.communicate(timeout=300)
+    assert srun.returncode == 0, out_srun
+    assert torchrun.returncode == 0, out_torchrun
+    run = _check_classifier_run(tmp_path / "srun", world=4, nodes=2)
+    assert run["mode"] == "srun"
+    assert read_json(tmp_path / "srun" / "runtime.json")["topology"]["launcher"] == "env"
+    hosts = read_json(tmp_path / "torchrun" / "run.json")["hosts"]
+    for rank in range(3):
+        (seen,) = contract_lines(tmp_path / "torchrun", rank)
+        assert (seen["rank"], seen["world_size"], seen["host"]) == (rank, 3, hosts[rank])
+    assert re.search(r"^2:2\| CONTRACT ", out_torchrun, re.MULTILINE)
+
+
+def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:
+    die = str(WORKLOADS / "die.py")
+    in_salloc = salloc(
+        ["--nodes=2", "--ntasks-per-node=2", PYTHON, "-m", "noderun", "run", "--mode=srun",
+         "--nproc-per-node=2", f"--run-dir={tmp_path / 'srun'}", die, "--die-rank", "2"]
+    )  # fmt: skip
+    result = noderun(
+        ["submit", "--wait", "--nodes", "2", "--nproc-per-node", "2", "--time", "5",
+         "--run-dir", str(tmp_path / "torchrun"), die, "--die-rank", "3"],
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    ended = time.time()
+    assert result.returncode == 1, result.stdout + result.stderr
+    killed = float((tmp_path / "torchrun" / "killed_at").read_text())
+    assert ended - killed < 30, f"job took {ended - killed:.1f} s to end after the kill"
+    assert "rank 3 (node 1 on node" in result.stderr and "killed by SIGKILL" in result.stderr
+    run = read_json(tmp_path / "torchrun" / "run.json")
+    assert run["status"] == "failed" and run["failure"]["rank"] == 3
+    assert "FAILED" in (tmp_path / "torchrun" / "sacct_summary.txt").read_text()
+
+    out, _ = in_salloc.communicate(timeout=300)
+    ended = time.time()
+    assert in_salloc.returncode != 0, out
+    killed = float((tmp_path / "srun" / "killed_at").read_text())
+    assert ended - killed < 30, out
+    assert re.search(r"job failed: rank 2 on node\d: failed: Killed|job failed: rank 2 ", out), out
+
+
+def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
+    """A hand-written sbatch with the classic mistakes: python without srun, a node that never
+    started, a wrong MASTER_ADDR, the node entrypoint without srun."""
+    node = [PYTHON, "-m", "noderun.node", "--nproc-per-node=2", "--join-timeout=10",
+            f"--run-dir={tmp_path}"]  # fmt: skip
+    plain = str(WORKLOADS / "plain_contract.py")
+    cases = {
+        "missing_srun": f"{PYTHON} {CLASSIFIER} --epochs 1",
+        "dead_node": f"srun -N1 -n1 --label {' '.join(node)} --nnodes=2 -- {plain}",
+        "wrong_master": f"srun -N2 -n2 --ntasks-per-node=1 --kill-on-bad-exit=1 --label "
+        f"{' '.join(node)} --master-addr=127.0.10.99 -- {plain}",
+        "node_without_srun": f"{' '.join(node)} -- {plain}",
+    }
+    lines = ["#!/bin/bash", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=5",
+             f"#SBATCH --output={tmp_path}/slurm-%j.out", f"cd {ROOT}"]  # fmt: skip
+    for name, command in cases.items():
+        lines += [
+            "start=$(date +%s.%N)",
+            f"{command} > {tmp_path}/{name}.txt 2>&1 || echo exit=$? >> {tmp_path}/{name}.txt",
+            f'echo "$start $(date +%s.%N)" > {tmp_path}/{name}.time',
+        ]
+    script = tmp_path / "mistakes.sbatch"
+    script.write_text("\n".join(lines) + "\n")
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=clean_env()
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert wait(submitted.stdout.strip()).final
+
+    def outcome(name: str) -> tuple[str, float]:
+        start, end = map(float, (tmp_path / f"{name}.time").read_text().split())
+        return (tmp_path / f"{name}.txt").read_text(), end - start
+
+    text, seconds = outcome("missing_srun")
+    assert "python started without srun" in text and "srun python" in text, text
+    assert "exit=" in text and seconds < 30
+    text, seconds = outcome("dead_node")
+    assert "1/2 nodes checked in" in text and "never arrived: node 1 (node" in text, text
+    assert "ranks 2-3" in text and "exit=" in text and seconds < 30
+    text, seconds = outcome("wrong_master")
+    assert "MASTER_ADDR 127.0.10.99" in text and "not an address of node 0" in text, text
+    assert seconds < 30
+    text, _ = outcome("node_without_srun")
+    assert "not running inside an srun step" in text and "srun --nodes=N" in text, text
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--nodes", "0", "SCRIPT"], ["--nodes", "at least 1"]),
+        (["--nodes", "4", "SCRIPT"], ["--nodes 4", "3 node(s)"]),
+        (["--nproc-per-node", "3", "SCRIPT"], ["3 CPUs per node", "at most 2"]),
+        (["--partition", "nope", "SCRIPT"], ["partition 'nope' does not exist", "debug"]),
+        (["--time", "1:2:3:4", "SCRIPT"], ["--time", "HH:MM:SS"]),
+        (["--gpus-per-node", "1", "SCRIPT"], ["--gpus-per-node 1", "at most 0"]),
+        (["missing_script.py"], ["missing_script.py", "not found"]),
+        (["--mode", "mpi", "SCRIPT"], ["--mode"]),
+    ],
+    ids=["nodes-0", "too-many-nodes", "too-many-procs", "partition", "time", "gpus",
+         "missing-script", "mode"],
+)  # fmt: skip
+def test_bad_submit_input_is_one_line_exit_2_nothing_submitted(
+    args: list[str], words: list[str], tmp_path: Path
+) -> None:
+    name = f"bad-{tmp_path.name}"[:60]
+    args = [str(WORKLOADS / "plain_contract.py") if a == "SCRIPT" else a for a in args]
+    result = noderun(["submit", "--job-name", name, *args], cwd=tmp_path)
+    _one_line_exit_2(result, words)
+    assert not (tmp_path / "runs").exists()
+    queue = subprocess.run(["squeue", "-h", "-n", name], capture_output=True, text=True)
+    assert queue.stdout.strip() == ""
+
+
+def test_submit_without_sbatch_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [PYTHON, "-m", "noderun", "submit", str(WORKLOADS / "plain_contract.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(PATH=str(tmp_path)),
+    )
+    _one_line_exit_2(result, ["`sbatch` not found", "login node", "--dry-run"])
+    assert not (tmp_path / "runs").exists()
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess[str], words: list[str]) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "hint:" in lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert result.stdout == ""
+
+
+def test_job_state_reads_a_finished_job() -> None:
+    probe = subprocess.run(
+        ["sbatch", "--parsable", "--wrap", "exit 3", "--output=/dev/null"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
+    assert probe.returncode == 0, probe.stderr
+    final = wait(probe.stdout.strip())
+    assert (final.status, final.shell_exit_code) == ("failed", 3)
+    assert job_state(probe.stdout.strip()) is not None
