@@ -1,0 +1,85 @@
+"""Preemption: a signal sets a flag, every rank stops at the same step, saves, exits 75."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import noderun
+from noderun import checkpoint
+from noderun.exit_codes import EXIT_PREEMPTED
+from noderun.runtime.preemption import Preemption, requeue_wanted
+from tests.conftest import ROOT, clean_env
+from tests.runtime.test_resume import rank_process
+
+SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
+TWO_NODES = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
+ARGS = ["--epochs", "3", "--batch-size", "64"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
+def test_signal_sets_flag_and_exit_is_75(tmp_path: Path, signum: signal.Signals) -> None:
+    ctx = noderun.init(run_dir=tmp_path, environ={})
+    before = signal.getsignal(signum)
+    with Preemption(ctx, requeue=False) as preemption:
+        assert signal.getsignal(signum) != before
+        assert not preemption.should_stop()
+        os.kill(os.getpid(), signum)  # the handler only sets the flag; the process goes on
+        assert preemption.requested and preemption.received == signum.name
+        assert preemption.should_stop()
+        with pytest.raises(SystemExit) as stopped:
+            preemption.exit("checkpoints/x")
+        assert stopped.value.code == EXIT_PREEMPTED
+    assert signal.getsignal(signum) == before  # handlers restored
+
+
+def test_requeue_wanted() -> None:
+    assert requeue_wanted({}, None) is False  # not a SLURM job
+    assert requeue_wanted({"SLURM_JOB_ID": "7"}, False) is False
+    assert requeue_wanted({}, True) is True
+    assert requeue_wanted({"SLURM_JOB_ID": "7", "NODERUN_REQUEUE": "0"}, None) is False
+    assert requeue_wanted({"SLURM_JOB_ID": "7", "NODERUN_REQUEUE": "1"}, None) is True
+
+
+@pytest.mark.slow
+def test_sigusr1_to_one_rank_stops_all_at_the_same_step(tmp_path: Path) -> None:
+    """The real signal goes to rank 1 only; rank 0 learns it through the all-reduce."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noderun", *TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=clean_env(),
+    )
+    try:
+        rank1 = rank_process(run_dir, 1)
+        deadline = time.monotonic() + 120
+        while checkpoint.latest(run_dir / "checkpoints") is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # the first epoch is done: the signal lands in the middle of epoch 2
+        sent = time.monotonic()
+        os.kill(rank1.pid, signal.SIGUSR1)
+        output, _ = proc.communicate(timeout=120)
+        ended = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == EXIT_PREEMPTED, output[-3000:]
+    assert ended < 90, f"stopping took {ended:.1f} s"  # inside a --signal=USR1@90 window
+    assert "0:0| noderun: preempted by a signal to another rank; checkpoint" in output
+    assert "job preempted: a checkpoint was saved" in output
+    saved = checkpoint.latest(run_dir / "checkpoints")
+    assert saved is not None and saved.name.startswith("epoch-0001-step-"), saved
+    meta = json.loads((saved / "meta.json").read_text())
+    assert meta["epoch"] == 1 and meta["step_in_epoch"] > 0 and meta["world_size"] == 2
+    state = checkpoint.load(saved)
+    assert len(state["rng"]) == 2 and len(state["extra"]) == 2  # both ranks contributed
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "preempted"
