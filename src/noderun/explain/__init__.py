@@ -22,7 +22,7 @@ def explain_sources(sources: Sources, scanner: Scanner) -> list[Finding]:
     ranker = Ranker({p: i for i, p in enumerate(sources.files)}, sources.time_hints)
     for path in sources.files:
         try:
-            ranker.add_all(scanner.scan(path))
+            ranker.add_file(path, scanner.scan(path))
         except OSError as err:
             from noderun.errors import UsageError
 

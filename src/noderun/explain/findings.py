@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from noderun.explain.scanner import Hit
-from noderun.explain.signatures import Signature, Tier
+from noderun.explain.signatures import Tier
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,6 @@ class Finding:
     tier: Tier
     time: float | None
     occurrences: int = 1
-    files: set[str] = dataclasses.field(default_factory=set)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,59 +41,61 @@ class Finding:
         }
 
 
-class Ranker:
-    """Keeps the best hit per cause while hits stream in: memory is O(causes), not O(lines).
+Key = tuple[int, float, int, int]
 
-    Order: tier (root causes, then consequences, weak hints, generic words), then time
-    (the log's timestamp, or a hint such as the time a rank recorded its exception), then
-    input order (file, line). Within one file line order is time order.
+
+class Ranker:
+    """Keeps the best hit per cause while files stream in: memory is O(causes), not O(lines).
+
+    Order: tier (root causes, then consequences, weak hints, generic words), then time, then
+    input order (file, line). A hit's time is its log record's timestamp; a line without one
+    takes the time of the nearest stamped hit of its file (line order is time order within a
+    file), else the file's hint (the time a rank recorded its exception), else "unknown", which
+    sorts after every known time.
     """
 
     def __init__(self, file_order: Mapping[Path, int], time_hints: Mapping[Path, float]) -> None:
         self.file_order = dict(file_order)
         self.time_hints = dict(time_hints)
-        self.best: dict[str, tuple[tuple[float, float, int, int], Finding]] = {}
+        self.best: dict[str, tuple[Key, Finding]] = {}
+        self.counts: dict[str, int] = {}
 
-    def _key(self, hit: Hit) -> tuple[float, float, int, int]:
-        when = hit.time if hit.time is not None else self.time_hints.get(hit.path)
-        return (
-            float(hit.signature.tier),
-            when if when is not None else math.inf,
-            self.file_order.get(hit.path, len(self.file_order)),
-            hit.line,
-        )
-
-    def add(self, hit: Hit) -> None:
-        key = self._key(hit)
-        current = self.best.get(hit.signature.cause)
-        if current is None or key < current[0]:
-            finding = _finding(hit.signature, hit, key[1])
-            if current is not None:
-                finding.occurrences = current[1].occurrences + 1
-                finding.files = current[1].files
-            finding.files.add(str(hit.path))
-            self.best[hit.signature.cause] = (key, finding)
-        else:
-            current[1].occurrences += 1
-            current[1].files.add(str(hit.path))
-
-    def add_all(self, hits: Iterable[Hit]) -> None:
+    def add_file(self, path: Path, hits: Iterable[Hit]) -> None:
+        """All hits of one file, in line order; O(causes) memory however many hits."""
+        first: dict[tuple[str, Tier], tuple[Hit, float | None]] = {}  # earliest per cause+tier
+        last_stamp: float | None = None
+        first_stamp: float | None = None
         for hit in hits:
-            self.add(hit)
+            self.counts[hit.signature.cause] = self.counts.get(hit.signature.cause, 0) + 1
+            if hit.time is not None:
+                last_stamp = hit.time
+                first_stamp = hit.time if first_stamp is None else first_stamp
+            first.setdefault((hit.signature.cause, hit.signature.tier), (hit, last_stamp))
+        index = self.file_order.get(path, len(self.file_order))
+        for hit, stamp in first.values():
+            when = next(
+                (t for t in (stamp, self.time_hints.get(path), first_stamp) if t is not None), None
+            )
+            key = (int(hit.signature.tier), math.inf if when is None else when, index, hit.line)
+            current = self.best.get(hit.signature.cause)
+            if current is None or key < current[0]:
+                self.best[hit.signature.cause] = (key, _finding(hit, when))
 
     def findings(self) -> list[Finding]:
         ranked = [f for _, f in sorted(self.best.values(), key=lambda kv: kv[0])]
+        for finding in ranked:
+            finding.occurrences = self.counts.get(finding.cause, 1)
         if any(f.tier is not Tier.LAST_RESORT for f in ranked):
             ranked = [f for f in ranked if f.tier is not Tier.LAST_RESORT]
         return ranked
 
 
-def _finding(signature: Signature, hit: Hit, when: float) -> Finding:
+def _finding(hit: Hit, when: float | None) -> Finding:
     return Finding(
-        cause=signature.cause,
-        summary=signature.summary,
-        fix=signature.fix,
+        cause=hit.signature.cause,
+        summary=hit.signature.summary,
+        fix=hit.signature.fix,
         evidence=Evidence(str(hit.path), hit.line, hit.text),
-        tier=signature.tier,
-        time=None if math.isinf(when) else when,
+        tier=hit.signature.tier,
+        time=when,
     )

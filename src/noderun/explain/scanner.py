@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
     _re2 = None
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+_QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 
 
@@ -79,7 +80,7 @@ def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
     mo, d, h, mi, s = (int(p) if p else 0 for p in parts[:5])
     micro = int((parts[5] or b"0").ljust(6, b"0")[:6])
     try:
-        return datetime.datetime(year, mo, d, h, mi, s, micro, tzinfo=datetime.UTC)
+        return datetime.datetime(year, mo, d, h, mi, s, micro)  # naive: logs use local time
     except ValueError:
         return None
 
@@ -93,7 +94,10 @@ class Scanner:
         self.line_patterns = [(re.compile(s.pattern), s) for s in self.table]
 
     def classify(self, text: str) -> Signature | None:
-        """The first signature (in table order) matching one line."""
+        """The first signature (in table order) matching one line; source code quoted in a
+        traceback (``raise X``, ``File "..."``) is not evidence."""
+        if _QUOTED_SOURCE.match(text):
+            return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):
                 return signature

@@ -6,10 +6,10 @@ Order matters: a line is attributed to the first signature that matches it, so s
 patterns come before general ones. ``tier`` ranks causes against each other:
 
 - ``ROOT``: an error that is a cause in its own right;
+- ``CONSEQUENCE``: what other ranks report *because* one failed (peer closed the connection,
+  the launcher stopping the gang); evidence, but never the root cause when a ROOT one exists;
 - ``WEAK``: a message that is often benign (retries, warnings) and only a cause when nothing
   stronger is found;
-- ``CONSEQUENCE``: what other ranks report *because* one failed (peer closed the connection,
-  the launcher's summary); evidence, but never the root cause when a ROOT finding exists;
 - ``LAST_RESORT``: generic error words, reported as ``unknown`` only when nothing else matched.
 """
 
@@ -21,8 +21,8 @@ import enum
 
 class Tier(enum.IntEnum):
     ROOT = 0
-    WEAK = 1
-    CONSEQUENCE = 2
+    CONSEQUENCE = 1  # a crash seen only through its consequences still outranks a warning
+    WEAK = 2
     LAST_RESORT = 3
 
 
@@ -63,6 +63,10 @@ _IFACE_FIX = (
     "set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface that routes between nodes "
     "(`noderun doctor` names it); check the firewall"
 )
+_RDZV_FIX = (
+    "start every node (check srun/torchrun ran on all of them) with the same MASTER_ADDR, "
+    "MASTER_PORT and world size"
+)
 _OOM_FIX = "lower the batch size or model size per rank, or ask for more memory (--mem)"
 _CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
 
@@ -76,7 +80,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "missing-launcher",
-        r"waiting for clients\. 1/([2-9]|\d\d+) clients joined",
+        r"(waiting for clients\.\s*|^\s*)1/([2-9]|\d\d+) clients joined",
         "only rank 0 ever joined: the other ranks were never started",
         _SRUN_FIX,
     ),
@@ -133,7 +137,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "connection-refused",
-        r"[Cc]onnection refused|ECONNREFUSED",
+        r"failed to connect/validate to host .* retrying",
+        "a rank could not connect to the master yet (retrying)",
+        _REFUSED_FIX,
+        Tier.WEAK,
+    ),
+    Signature(
+        "connection-refused",
+        r"[Cc]onnection refused|ECONNREFUSED|client socket has timed out after \d+ms while trying "
+        r"to connect|client socket has failed to connect",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
     ),
@@ -149,12 +161,19 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "rendezvous-timeout",
-        r"waiting for clients\. \d+/\d+ clients joined|RendezvousTimeoutError|"
+        r"(waiting for clients\.\s*|^\s*)\d+/\d+ clients joined|RendezvousTimeoutError|"
         r"ranks joined at .* never arrived|[Rr]endezvous.*timed? ?out|"
-        r"could not reach the master|DistStoreError: .*[Tt]imed? ?out",
+        r"could not reach the master|DistStoreError: wait timeout",
         "some ranks or nodes never joined the rendezvous",
-        "start every node (check srun/torchrun ran on all of them) with the same MASTER_ADDR, "
-        "MASTER_PORT and world size",
+        _RDZV_FIX,
+    ),
+    # the count ("1/16 clients joined") may be wrapped onto the next line: it decides the cause
+    Signature(
+        "rendezvous-timeout",
+        r"waiting for clients\.\s*$|DistStoreError: .*[Tt]imed? ?out",
+        "the rendezvous timed out",
+        _RDZV_FIX,
+        Tier.WEAK,
     ),
     Signature(
         "fl-client-conflict",
@@ -187,13 +206,20 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
+    # the launcher naming the rank that failed first (torchelastic's root cause, noderun, srun)
     Signature(
         "rank-crashed",
-        r"ChildFailedError|Root Cause \(first observed failure\)|^\s*exitcode\s*:\s*-?\d+|"
-        r"Signal \d+ \(SIG\w+\) received|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
-        r"srun: error: .*(task \d+|Exited)|\*\*\* STEP .* CANCELLED|died with <Signals|"
-        r"SignalException: Process \d+ got signal",
-        "the launcher reports a failed rank",
+        r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
+        r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation)",
+        "the launcher reports that a rank failed",
+        _CRASH_FIX,
+    ),
+    Signature(
+        "rank-crashed",
+        r"ChildFailedError|Root Cause \(first observed failure\)|Signal \d+ \(SIG\w+\) received|"
+        r"\*\*\* STEP .* CANCELLED|died with <Signals|SignalException: Process \d+ got signal|"
+        r"srun: error: .*task",
+        "the launcher stopped the other ranks after a failure",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),

@@ -1,0 +1,112 @@
+"""What `noderun explain` accepts: files, directories, run directories, SLURM job ids; and
+bad input (missing, empty, binary, unknown job): one line naming it, exit code 2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def explain_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "noderun", "explain", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def _binary(root: Path) -> str:
+    (root / "model.pt").write_bytes(b"PK\x03\x04\x00\x00binary\x00" * 100)
+    return str(root / "model.pt")
+
+
+def _empty_dir(root: Path) -> str:
+    (root / "empty").mkdir()
+    return str(root / "empty")
+
+
+def _dir_without_logs(root: Path) -> str:
+    (root / "ckpt").mkdir()
+    (root / "ckpt" / "state.pt").write_bytes(b"\x00\x01")
+    return str(root / "ckpt")
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda root: str(root / "nope.log"), "does not exist"),
+        (_binary, "is a binary file"),
+        (_empty_dir, "holds no log files"),
+        (_dir_without_logs, "holds no log files"),
+    ],
+    ids=["missing", "binary", "empty-dir", "dir-without-logs"],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, make, words):
+    target = make(tmp_path)
+    done = explain_cli(target)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert words in done.stderr and target in done.stderr
+
+
+def test_several_inputs_and_a_directory_of_logs(tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "torch", logs)
+    done = explain_cli(str(logs / "port_in_use.log"), str(FIXTURES / "run_hang"))
+    assert done.returncode == 0
+    assert done.stdout.startswith("root cause: ")
+    done = explain_cli(str(logs))
+    assert done.returncode == 0 and "root cause:" in done.stdout
+
+
+@pytest.mark.slurm
+def test_a_slurm_job_id(tmp_path):
+    """A real failing job on the lab (python without srun), explained by its id alone."""
+    if shutil.which("sbatch") is None:
+        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    scenario = Path(__file__).parent / "scenarios"
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--chdir",
+            str(tmp_path),
+            f"--export=ALL,PYTHON={sys.executable},SCENARIO_DIR={scenario}",
+            str(scenario / "missing_srun_noderun.sbatch"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = submitted.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True
+        ).stdout.strip()
+        if not state:
+            break
+        time.sleep(1)
+    done = explain_cli(job, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("root cause: missing-launcher")
+    assert f"slurm-{job}.out" in done.stdout
+
+
+@pytest.mark.slurm
+def test_unknown_job_id_is_exit_2():
+    if shutil.which("sacct") is None:
+        pytest.skip("the Slurm lab is not running")
+    done = explain_cli("987654321")
+    assert done.returncode == 2
+    assert "unknown SLURM job id 987654321" in done.stderr
