@@ -14,6 +14,7 @@ import dataclasses
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -273,6 +274,9 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     except NoderunError as err:
         _fail(err)
     new_argv = exec_argv(spec, command, sys.executable)
+    # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
+    # without a handler) would die of it; ranks that install a handler still receive it
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     os.execve(new_argv[0], new_argv, exec_env(spec, env))
 
 

@@ -52,7 +52,7 @@ def test_torchrun_mode_from_step_variables() -> None:
     argv = node.exec_argv(spec, ["train.py", "a b", "--nnodes=9"], "/py")
     assert argv[:3] == ["/py", "-m", "torch.distributed.run"]
     assert "--node-rank=1" in argv and "--master-addr=gpu-a001" in argv
-    assert "--rdzv-conf=timeout=30" in argv
+    assert "--rdzv-conf=timeout=20" in argv
     assert argv[-3:] == ["train.py", "a b", "--nnodes=9"]
     assert "bash" not in argv
 

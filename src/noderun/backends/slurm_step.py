@@ -23,6 +23,7 @@ _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 _NODE_ERROR = "noderun.node: error: "
+FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclasses.dataclass
@@ -129,9 +130,15 @@ class StepSupervisor:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
 
+    def _forward(self, signum: int, _frame: object) -> None:
+        """sbatch --signal=B:USR1@T lands here: pass it on (srun forwards it to every task)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signum)
+
     def run(self) -> StepResult:
         self.logs.mkdir(parents=True, exist_ok=True)
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        handlers.update({s: signal.signal(s, self._forward) for s in FORWARDED})
         start = time.monotonic()
         threads: list[threading.Thread] = []
         try:

@@ -127,11 +127,6 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
             "hosts": list(step.hosts),
             "launch": "torchrun" if direct else "srun",
             "step_command": None if direct else step.srun_argv(),
-            "versions": {
-                "python": platform.python_version(),
-                "torch": metadata.version("torch"),
-                "noderun": metadata.version("noderun"),
-            },
             "cwd": os.getcwd(),
             "status": "running",
             "start_time": rundir.now_iso(),
@@ -179,6 +174,11 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     )
     result = _single_node(step, env) if direct else StepSupervisor(step).run()
     record.update(_outcome(result))
+    record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "noderun": metadata.version("noderun"),
+    }
     rundir.write_json_atomic(run_json, record)
     write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
     _report(step, result)
