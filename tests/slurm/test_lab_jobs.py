@@ -5,6 +5,7 @@ Jobs are shared between assertions to keep the lab time short."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -186,15 +187,21 @@ def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:
 
 def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
     """A hand-written sbatch with the classic mistakes: python without srun, a node that never
-    started, a wrong MASTER_ADDR, the node entrypoint without srun."""
+    started, a wrong MASTER_ADDR, a port in use, the node entrypoint without srun."""
     node = [PYTHON, "-m", "noderun.node", "--nproc-per-node=2", "--join-timeout=10",
             f"--run-dir={tmp_path}"]  # fmt: skip
+    busy = socket.socket()  # the lab's nodes share this machine's port space
+    busy.bind(("", 0))
+    busy.listen()
+    busy_port = busy.getsockname()[1]
     plain = str(WORKLOADS / "plain_contract.py")
     cases = {
         "missing_srun": f"{PYTHON} {CLASSIFIER} --epochs 1",
         "dead_node": f"srun -N1 -n1 --label {' '.join(node)} --nnodes=2 -- {plain}",
         "wrong_master": f"srun -N2 -n2 --ntasks-per-node=1 --kill-on-bad-exit=1 --label "
         f"{' '.join(node)} --master-addr=127.0.10.99 -- {plain}",
+        "port_in_use": f"srun -N2 -n2 --ntasks-per-node=1 --kill-on-bad-exit=1 --label "
+        f"{' '.join(node)} --master-port={busy_port} -- {plain}",
         "node_without_srun": f"{' '.join(node)} -- {plain}",
     }
     lines = ["#!/bin/bash", "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2", "#SBATCH --time=5",
@@ -211,7 +218,10 @@ def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
         ["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=clean_env()
     )
     assert submitted.returncode == 0, submitted.stderr
-    assert wait(submitted.stdout.strip()).final
+    try:
+        assert wait(submitted.stdout.strip()).final
+    finally:
+        busy.close()
 
     def outcome(name: str) -> tuple[str, float]:
         start, end = map(float, (tmp_path / f"{name}.time").read_text().split())
@@ -226,6 +236,9 @@ def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
     text, seconds = outcome("wrong_master")
     assert "MASTER_ADDR 127.0.10.99" in text and "not an address of node 0" in text, text
     assert seconds < 30
+    text, seconds = outcome("port_in_use")
+    assert f"MASTER_PORT {busy_port} is already in use on node" in text, text
+    assert "--master-port" in text and seconds < 30
     text, _ = outcome("node_without_srun")
     assert "not running inside an srun step" in text and "srun --nodes=N" in text, text
 

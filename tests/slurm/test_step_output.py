@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from noderun.backends import slurm
 from noderun.backends.slurm import JobState, _gpus, parse_scontrol_job
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.plan.slurm import LaunchMode, StepPlan
@@ -129,3 +131,29 @@ def test_gpu_counts_from_gres() -> None:
     assert _gpus("(null)") == 0
     assert _gpus("gpu:4") == 4
     assert _gpus("gpu:a100:8(S:0-1),shard:2") == 8
+
+
+def test_sacct_summary_says_when_accounting_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slurm.shutil, "which", lambda _: None)
+    note = slurm.sacct_summary("12", job_final=True)
+    assert note == "accounting not available for job 12: `sacct` is not installed here\n"
+
+
+def test_sacct_summary_when_accounting_storage_is_disabled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What `up.sh` without `-a` gives: sacct runs but refuses; scontrol still knows the job."""
+
+    def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        if argv[0] == "sacct":
+            return subprocess.CompletedProcess(
+                argv, 1, "", "sacct: error: Slurm accounting storage is disabled\n"
+            )
+        return subprocess.CompletedProcess(argv, 0, "JobId=12 JobState=COMPLETED ExitCode=0:0\n")
+
+    monkeypatch.setattr(slurm, "_run", fake_run)
+    note = slurm.sacct_summary("12", job_final=True)
+    assert note.splitlines() == [
+        "accounting not available for job 12: sacct: error: Slurm accounting storage is disabled",
+        "scontrol says COMPLETED, exit code 0",
+    ]
