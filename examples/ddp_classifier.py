@@ -3,12 +3,16 @@
     noderun run --nnodes 2 --nproc-per-node 2 examples/ddp_classifier.py --epochs 12
 
 Every rank trains on its DistributedSampler shard; metrics are averaged across ranks; rank 0
-writes metrics.csv and a checkpoint per epoch into the run directory.
+writes metrics.csv and a checkpoint per epoch into the run directory. ``--resume auto`` (or a
+run directory, or a checkpoint) continues exactly where a run stopped; SIGUSR1/SIGTERM save a
+checkpoint at the next step and requeue the SLURM job or exit 75.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 
 import torch
 from sklearn.datasets import load_digits
@@ -17,8 +21,11 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import noderun
-from noderun.runtime import checkpoint
+from noderun.runtime.entry import run_main
 from noderun.runtime.metrics import EpochTimer, MetricsLogger
+from noderun.runtime.preemption import Preemption
+from noderun.runtime.progress import EpochProgress
+from noderun.runtime.training_state import Checkpointer, Position
 
 
 def digits(seed: int, val_fraction: float) -> tuple[TensorDataset, TensorDataset]:
@@ -68,71 +75,76 @@ def evaluate(ctx: noderun.Context, model: nn.Module, loader: torch.utils.data.Da
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=16, help="per rank")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--val-fraction", type=float, default=0.2)
     parser.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
-    args = parser.parse_args()
+    parser.add_argument("--resume", default=None, help="auto, a run directory or a checkpoint")
+    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard")
+    args = parser.parse_args(argv)
 
     torch.set_num_threads(1)  # several ranks share the cores
-    with noderun.init() as ctx:
+    with noderun.init() as ctx, Preemption(ctx) as preemption:
         torch.manual_seed(args.seed)
         train_set, val_set = digits(args.seed, args.val_fraction)
         train = ctx.loader(train_set, args.batch_size, shuffle=True, seed=args.seed)
         val = ctx.loader(val_set, 256, shuffle=False)
         model = ctx.prepare(small_cnn())
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        ckpt = Checkpointer(ctx, model, optimizer, keep=args.keep)
+        start = ckpt.resume(args.resume)  # before anything is written: bad input changes nothing
         loss_fn = nn.CrossEntropyLoss()
-        metrics = MetricsLogger(ctx.run_dir / "metrics.csv", ctx.is_main, ["val_accuracy"])
+        metrics = MetricsLogger(
+            ctx.run_dir / "metrics.csv",
+            ctx.is_main,
+            ["val_accuracy"],
+            tensorboard=args.tensorboard,
+            resume_after_epoch=start.epoch if ckpt.resumed_from else None,
+        )
+        progress = EpochProgress(ctx.is_main)
         ctx.print(
             f"training on {ctx.world_size} ranks ({ctx.backend}, {ctx.device}): "
             f"{len(train_set)} train / {len(val_set)} val digits"
         )
-        for epoch in range(1, args.epochs + 1):
+        global_step = start.global_step
+        row: dict[str, float] = {}
+        for epoch in range(start.epoch + 1, args.epochs + 1):
             ctx.set_epoch(train, epoch)
             model.train()
             timer = EpochTimer()
-            loss_sum, batches = 0.0, 0
-            for images, labels in timer.iterate(train):
+            partial = ckpt.extra if epoch == start.epoch + 1 and start.step else {}
+            loss_sum, batches = float(partial.get("loss_sum", 0.0)), int(partial.get("batches", 0))
+            steps = progress.track(ckpt.steps(train, epoch), len(train), f"epoch {epoch}")
+            for step, (images, labels) in timer.iterate(steps):
                 images, labels = images.to(ctx.device), labels.to(ctx.device)
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(images), labels)
                 loss.backward()
                 optimizer.step()
+                global_step += 1
                 loss_sum, batches = loss_sum + loss.item(), batches + 1
                 timer.count(len(labels))
-            stats = timer.stats()
-            reduced = ctx.all_reduce_mean(
-                {
-                    "train_loss": loss_sum / max(batches, 1),
-                    **{k: v for k, v in stats.items() if v is not None},
-                }
-            )
-            reduced["throughput_samples_per_sec"] *= ctx.world_size  # whole job, not per rank
-            row = {**reduced, **evaluate(ctx, model, val)}
+                if preemption.should_stop():
+                    here = Position(epoch - 1, step, global_step)
+                    preemption.exit(ckpt.save(here, {"loss_sum": loss_sum, "batches": batches}))
+            row = timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))
+            row.update(evaluate(ctx, model, val))
             metrics.log(epoch=epoch, **row)
-            if ctx.is_main:
-                module = getattr(model, "module", model)
-                checkpoint.save(
-                    {"model": module.state_dict(), "optimizer": optimizer.state_dict()},
-                    ctx.run_dir / "checkpoints",
-                    f"epoch-{epoch:04d}",
-                    keep=args.keep,
-                    meta={"epoch": epoch, "world_size": ctx.world_size},
-                )
+            ckpt.save(Position(epoch, 0, global_step))
             ctx.print(
                 f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
                 f"val_loss={row['val_loss']:.4f} val_accuracy={row['val_accuracy']:.4f} "
                 f"({row['epoch_time_sec']:.2f} s, "
                 f"{row['throughput_samples_per_sec']:.0f} samples/s)"
             )
-            ctx.barrier()
-        ctx.print(f"final validation accuracy {row['val_accuracy']:.4f}")
+        metrics.close()
+        if row:
+            ctx.print(f"final validation accuracy {row['val_accuracy']:.4f}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))
