@@ -118,6 +118,12 @@ def _runtime_world(run: Path) -> None:
     (run / "runtime.json").write_text(json.dumps(record))
 
 
+def _one_rank_missing_from_group(run: Path) -> None:
+    record = json.loads((run / "runtime.json").read_text())
+    record["rank_hosts"] = record["rank_hosts"][:1]
+    (run / "runtime.json").write_text(json.dumps(record))
+
+
 def _incomplete_checkpoints(run: Path) -> None:
     for marker in (run / "checkpoints").glob("*/.complete"):
         marker.unlink()
@@ -164,6 +170,7 @@ def _traceback_in_log(run: Path) -> None:
         (_still_running, "run-status", "no end time"),
         (lambda r: (r / "runtime.json").unlink(), "runtime-json", "noderun.init()"),
         (_runtime_world, "world-size", "world size 1, 2 was asked"),
+        (_one_rank_missing_from_group, "ddp-init", "1 of 2 ranks reported in"),
         (lambda r: (r / "metrics.csv").unlink(), "metrics", "metrics.csv is missing"),
         (lambda r: (r / "metrics.csv").write_text("epoch,train_loss\n"), "metrics", "no epoch"),
         (_nan_loss, "losses", "val_loss = nan"),
@@ -173,7 +180,7 @@ def _traceback_in_log(run: Path) -> None:
         (_corrupt_checkpoint, "checkpoint", "does not load"),
         (_nan_weights, "checkpoint", "NaN"),
         (_no_model, "checkpoint", "no model state"),
-        (_traceback_in_log, "rank-logs", "rank0.log line"),
+        (_traceback_in_log, "rank-logs", "rank-crashed: ValueError: boom"),
     ],
     ids=[
         "no-run-json",
@@ -181,6 +188,7 @@ def _traceback_in_log(run: Path) -> None:
         "still-running",
         "no-runtime-json",
         "wrong-world",
+        "rank-not-in-group",
         "no-metrics",
         "empty-metrics",
         "nan-loss",

@@ -129,7 +129,7 @@ def _add_slurm_job(sources: Sources, job_id: str) -> None:
     state = fields.get("JobState") or fields.get("State", "")
     if state and not state.startswith(("COMPLETED", "RUNNING", "PENDING")):
         sources.failures.append((f"job {job_id}", f"SLURM job {job_id} ended {state}"))
-    for run_dir in _run_dirs_of_job(workdir, job_id):
+    for run_dir in run_dirs_of_job(workdir, job_id):
         _add_directory(sources, run_dir)
     if not sources.files and not sources.failures:
         raise UsageError(
@@ -169,7 +169,7 @@ def _sacct_fields(job_id: str) -> dict[str, str]:
     return {"State": state, "ExitCode": exit_code, "WorkDir": workdir, "StdOut": str(stdout)}
 
 
-def _run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:
+def run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:
     """Run directories whose run.json names this job (``noderun submit`` writes job_id)."""
     found = []
     for run_json in sorted(workdir.glob("runs/*/run.json")):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun.verbs.options import positive_int
@@ -20,9 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="check that a finished run is healthy (PASS/FAIL per check)",
         description="Check a run directory: run.json and its exit status, runtime.json, "
         "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
-        "the final checkpoint loads, no rank with errors. Exit 0 healthy, 1 not, 2 bad input.",
+        "the final checkpoint loads, no rank with errors; under SLURM also sacct_summary.txt and "
+        "the job's final state. Exit 0 healthy, 1 not, 2 bad input.",
     )
-    parser.add_argument("target", metavar="RUN_DIR", help="run directory of a finished run")
+    parser.add_argument(
+        "target", metavar="RUN_DIR|JOB_ID", help="run directory of a finished run, or its job id"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--world-size", type=positive_int, help="expected ranks [run.json]")
     parser.add_argument("--nnodes", type=positive_int, help="expected nodes (default: run.json)")
@@ -38,12 +40,12 @@ def main(args: argparse.Namespace) -> int:
     # imported here: `noderun --help` must not pay for importing torch
     from noderun.errors import UsageError
     from noderun.verify import Expectations, verify_run_dir
-    from noderun.verify.run_checks import RUN_DIR_CHECKS
+    from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
-    unknown = sorted(set(args.skip) - set(RUN_DIR_CHECKS))
+    unknown = sorted(set(args.skip) - set(CHECK_NAMES))
     if unknown:
         raise UsageError(
-            f"unknown check {', '.join(unknown)}", f"--skip takes {', '.join(RUN_DIR_CHECKS)}"
+            f"unknown check {', '.join(unknown)}", f"--skip takes {', '.join(CHECK_NAMES)}"
         )
     expect = Expectations(
         world_size=args.world_size,
@@ -52,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         skip=frozenset(args.skip),
     )
-    report = verify_run_dir(Path(args.target), expect)
+    report = verify_run_dir(resolve_target(args.target), expect)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -12,6 +13,8 @@ import torch
 
 from noderun import rundir
 from noderun.errors import NoderunError
+from noderun.explain.scanner import Hit, Scanner
+from noderun.explain.signatures import Tier
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
 from noderun.verify.evidence import RunEvidence, load_json, number
@@ -20,7 +23,6 @@ from noderun.verify.model import Check, Expectations, failed, passed, skipped, w
 CheckFn = Callable[[RunEvidence, Expectations], Check]
 
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def explain_hint(run_dir: Path) -> str:
@@ -76,6 +78,31 @@ def check_runtime_json(ev: RunEvidence, _: Expectations) -> Check:
         f"process group initialized ({launcher}, init {record.get('init_seconds', '?')} s)"
         if record.get("process_group_initialized")
         else "single process, no process group",
+    )
+
+
+def check_ddp_init(ev: RunEvidence, expect: Expectations) -> Check:
+    """Every rank took part in the process group: each sent its host through it (gather)."""
+    runtime = ev.runtime_record
+    if not runtime:
+        return failed("ddp-init", "no runtime.json: DDP initialization is not confirmed")
+    world = runtime.get("world_size")
+    hosts = runtime.get("rank_hosts") or []
+    if isinstance(world, int) and world > 1 and not runtime.get("process_group_initialized"):
+        return failed("ddp-init", f"world of {world} but the process group never initialized")
+    if len(hosts) != world:
+        return failed("ddp-init", f"{len(hosts)} of {world} ranks reported in through the group")
+    distinct = sorted(set(hosts))
+    nodes = _asked(ev, "nnodes", expect.nnodes)
+    if ev.run_record.get("backend") == "slurm" and nodes and len(distinct) != nodes:
+        return failed(
+            "ddp-init",
+            f"ranks ran on {len(distinct)} host(s) ({', '.join(distinct)}), {nodes} node(s) asked",
+            "check the srun step spans every node of the allocation",
+        )
+    return passed(
+        "ddp-init",
+        f"all {world} ranks joined the {runtime.get('backend')} group on {', '.join(distinct)}",
     )
 
 
@@ -262,25 +289,33 @@ def _rank_errors(logs: Path, ranks: set[int]) -> Iterator[tuple[float, int, str]
             error = str(record.data.get("error", "an exception"))[:200]
             yield float(record.data.get("time", math.inf)), rank, error
             continue
-        line = _first_line_with(logs / f"rank{rank}.log", _TRACEBACK)
-        if line:
-            yield math.inf, rank, f"traceback at rank{rank}.log line {line}"
+        hit = _first_error(logs / f"rank{rank}.log")
+        if hit is not None:
+            yield (
+                math.inf,
+                rank,
+                f"rank{rank}.log line {hit.line}: {hit.signature.cause}: " + (hit.text[:160]),
+            )
 
 
 def _ranks(ranks: list[int]) -> str:
     return ", ".join(str(r) for r in ranks[:8]) + (" …" if len(ranks) > 8 else "")
 
 
-def _first_line_with(path: Path, needle: str) -> int | None:
-    """Line number of the first line containing ``needle``; streams, any size."""
+def _first_error(path: Path) -> Hit | None:
+    """The first line of a rank log that `noderun explain` counts as an error (not a warning)."""
     try:
-        with open(path, errors="replace") as handle:
-            for number_, line in enumerate(handle, start=1):
-                if needle in line:
-                    return number_
+        return next(
+            (h for h in _scanner().scan(path) if h.signature.tier in (Tier.ROOT, Tier.CONSEQUENCE)),
+            None,
+        )
     except OSError:
         return None
-    return None
+
+
+@functools.cache
+def _scanner() -> Scanner:
+    return Scanner()
 
 
 # name -> check, in report order; the names are what --skip takes
@@ -288,6 +323,7 @@ RUN_DIR_CHECKS: dict[str, CheckFn] = {
     "run-json": check_run_json,
     "run-status": check_run_status,
     "runtime-json": check_runtime_json,
+    "ddp-init": check_ddp_init,
     "world-size": check_world_size,
     "backend": check_backend,
     "metrics": check_metrics_file,

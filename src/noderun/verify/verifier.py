@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from noderun.backends.slurm import SACCT_SUMMARY, job_state
+from noderun.errors import UsageError
+from noderun.explain.sources import run_dirs_of_job
 from noderun.verify.evidence import RunEvidence, load_evidence, number, require_run_dir
 from noderun.verify.model import Expectations, Report, Status, skipped
 from noderun.verify.run_checks import RUN_DIR_CHECKS
+from noderun.verify.slurm_checks import SLURM_CHECKS, is_slurm_run, job_id_of, summary_rows
+
+_JOB_ID = re.compile(r"^\d+$")
+_RUN_DIR_HINT = "pass a run directory (runs/<name>-…) or a SLURM job id"
 
 # metrics.csv columns reported as "final <column>" when the last epoch has them
 FINAL_COLUMNS = (
@@ -21,19 +31,77 @@ FINAL_COLUMNS = (
 )
 
 
+CHECK_NAMES = (*RUN_DIR_CHECKS, *SLURM_CHECKS)
+
+
+def resolve_target(target: str) -> Path:
+    """A run directory as given, or the run directory of a SLURM job id (its run.json names
+    the job): searched under ./runs and the job's working directory."""
+    path = Path(target)
+    if path.exists() or not _JOB_ID.match(target):
+        return path
+    if shutil.which("sacct") is None and shutil.which("scontrol") is None:
+        raise UsageError(f"{target} does not exist (and SLURM is not installed)", _RUN_DIR_HINT)
+    state = job_state(target)
+    if state is None:
+        raise UsageError(f"unknown SLURM job id {target}", "check it with `sacct -j ID`")
+    for candidate in _job_paths(target):
+        for folder in (candidate.parent, candidate.parent.parent):
+            record = folder / "run.json"
+            if record.is_file() and f'"job_id": "{target}"' in record.read_text(errors="replace"):
+                return folder
+    roots = [Path.cwd(), *(p for p in _job_paths(target) if p.is_dir())]
+    for root in roots:
+        found = run_dirs_of_job(root, target)
+        if found:
+            return found[-1]
+    raise UsageError(
+        f"no run directory of job {target} found (searched its script, output and runs/)",
+        "pass the run directory `noderun submit` printed",
+    )
+
+
+def _job_paths(job_id: str) -> list[Path]:
+    """Where the job's files are: its batch script and output (``noderun submit`` puts both in
+    the run directory) and its working directory; from scontrol, else sacct's submit line."""
+    done = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
+    )
+    fields = (
+        dict(t.partition("=")[::2] for t in done.stdout.split()) if done.returncode == 0 else {}
+    )
+    paths = [fields.get(k, "") for k in ("Command", "StdOut", "WorkDir")]
+    if not any(paths) and shutil.which("sacct"):
+        done = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "SubmitLine,WorkDir"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        line = done.stdout.strip().splitlines()[:1]
+        if line:
+            submit, _, workdir = line[0].rpartition("|")
+            paths = [*submit.split()[1:], workdir]
+    return [Path(p) for p in paths if p.startswith("/")]
+
+
 def verify_run_dir(target: Path, expect: Expectations | None = None) -> Report:
     """All checks of ``target``; raises UsageError when it is not a run directory at all."""
     expect = expect or Expectations()
     run_dir = require_run_dir(target)
     evidence = load_evidence(run_dir)
     report = Report(str(run_dir), facts=facts(evidence))
-    for name, check in RUN_DIR_CHECKS.items():
+    checks = dict(RUN_DIR_CHECKS)
+    if is_slurm_run(evidence):
+        checks.update(SLURM_CHECKS)
+        report.facts.update(slurm_facts(evidence))
+    for name, check in checks.items():
         if name in expect.skip:
             report.add(skipped(name, "skipped (--skip)"))
         else:
             report.add(check(evidence, expect))
     report.failed_run = any(
-        c.name == "run-status" and c.status is Status.FAIL for c in report.checks
+        c.name in ("run-status", "job-state") and c.status is Status.FAIL for c in report.checks
     )
     return report
 
@@ -58,3 +126,19 @@ def facts(ev: RunEvidence) -> dict[str, Any]:
             if value is not None:
                 out[f"final_{column}"] = value
     return {k: v for k, v in out.items() if v not in (None, [])}
+
+
+def slurm_facts(ev: RunEvidence) -> dict[str, Any]:
+    """Job id, and the job's state, nodes and elapsed time as sacct recorded them."""
+    out: dict[str, Any] = {"slurm_job_id": job_id_of(ev)}
+    rows = summary_rows(ev.run_dir / SACCT_SUMMARY)
+    job = next((r for r in rows if r.get("JobID") == job_id_of(ev)), None)
+    if job:
+        out.update(
+            {
+                "slurm_state": job.get("State"),
+                "slurm_nodes": job.get("NodeList"),
+                "slurm_elapsed": job.get("Elapsed"),
+            }
+        )
+    return {k: v for k, v in out.items() if v}
