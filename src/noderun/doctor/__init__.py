@@ -1,0 +1,1 @@
+"""``noderun doctor``: is this machine, or every node of an allocation, fit for a run?"""

@@ -1,0 +1,203 @@
+"""One node's preflight facts, printed as one JSON line: ``python -m noderun.doctor.probe``.
+
+Every node runs it at once (srun, one task per node). The master node's probe also listens
+on the job's port: that proves the port is free there, and every probe (the master's too)
+connects to it, which proves the master is reachable and measures the clock offset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+MARKER = "NODERUN_DOCTOR_PROBE "
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+ENV_PREFIXES = ("NCCL_", "GLOO_", "CUDA_", "MASTER_", "TORCH_", "NODERUN_", "SLURM_JOB_ID")
+LEFTOVER_MARKERS = (
+    "torch.distributed.run",
+    "torchrun",
+    "noderun.node",
+    "torch/distributed/elastic",
+)
+SHM_PREFIXES = ("torch_", "nccl", "__KMP_REGISTERED_LIB")
+
+
+def is_secret(name: str) -> bool:
+    return any(word in name.upper() for word in SECRET_WORDS)
+
+
+def visible_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables that matter for a multi-node run; secrets are never included."""
+    return {
+        k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES) and not is_secret(k)
+    }
+
+
+def versions() -> dict[str, Any]:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    nccl = None
+    if cuda:
+        with contextlib.suppress(Exception):
+            nccl = ".".join(str(p) for p in torch.cuda.nccl.version())  # type: ignore[no-untyped-call]
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "device_count": torch.cuda.device_count() if cuda else 0,
+    }
+
+
+def resolve(host: str) -> dict[str, Any]:
+    """Forward (name -> addresses) and reverse (first address -> name) resolution."""
+    out: dict[str, Any] = {"host": host, "addresses": [], "reverse": None, "error": None}
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        out["addresses"] = sorted({str(info[4][0]) for info in infos})
+        out["reverse"] = socket.gethostbyaddr(out["addresses"][0])[0]
+    except OSError as err:
+        out["error"] = f"{type(err).__name__}: {err}"
+    return out
+
+
+def route_interface(address: str, port: int) -> dict[str, Any]:
+    """The local interface the kernel routes ``address`` through (UDP connect sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((address, port))
+            local = sock.getsockname()[0]
+    except OSError as err:
+        return {"interface": None, "local_address": None, "error": str(err)}
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local for a in addrs):
+            return {"interface": name, "local_address": local, "error": None}
+    # 127.0.0.0/8 beyond 127.0.0.1 belongs to lo without being listed on it
+    name = "lo" if local.startswith("127.") else None
+    return {"interface": name, "local_address": local, "error": None}
+
+
+def leftovers() -> dict[str, Any]:
+    """Launcher processes of earlier runs, stale /dev/shm segments, torchelastic temp dirs."""
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    procs = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["pid"] not in mine and any(m in cmd for m in LEFTOVER_MARKERS):
+            procs.append(f"{proc.info['pid']}: {cmd[:80]}")
+    shm = Path("/dev/shm")
+    stale = (
+        [p.name for p in shm.iterdir() if p.name.startswith(SHM_PREFIXES)] if shm.is_dir() else []
+    )
+    elastic = [str(p) for p in Path(os.environ.get("TMPDIR", "/tmp")).glob("torchelastic_*")]
+    return {"processes": procs[:10], "shm": stale[:10], "torchelastic_dirs": elastic[:10]}
+
+
+def _serve(listener: socket.socket, expected: int, deadline: float, seen: list[str]) -> None:
+    """Answer each connecting probe with this host's clock, until all came or time is up."""
+    listener.settimeout(0.2)
+    while len(seen) < expected and time.monotonic() < deadline:
+        try:
+            conn, peer = listener.accept()
+        except TimeoutError:
+            continue
+        with conn:
+            conn.sendall(json.dumps({"time": time.time()}).encode() + b"\n")
+            seen.append(peer[0])
+
+
+def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
+    """Connect (retrying until ``deadline``), read the master's clock: offset like NTP."""
+    error = "no attempt"
+    while time.monotonic() < deadline:
+        sent = time.time()
+        try:
+            with socket.create_connection((address, port), timeout=2) as sock:
+                reply = sock.makefile().readline()
+            received = time.time()
+            master_time = float(json.loads(reply)["time"])
+            return {
+                "reachable": True,
+                "clock_offset_sec": master_time - (sent + received) / 2,
+                "round_trip_ms": (received - sent) * 1000,
+                "error": None,
+            }
+        except (OSError, ValueError, KeyError) as err:
+            error = f"{type(err).__name__}: {err}"
+            time.sleep(0.2)
+    return {"reachable": False, "clock_offset_sec": None, "round_trip_ms": None, "error": error}
+
+
+def run_probe(
+    master: str, port: int, nnodes: int, token_file: Path, token: str, wait: float
+) -> dict[str, Any]:
+    host = socket.gethostname()
+    is_master = host == master or host.split(".")[0] == master.split(".")[0]
+    deadline = time.monotonic() + wait
+    facts: dict[str, Any] = {"host": host, "is_master": is_master, **versions()}
+    facts["tasks_per_node"] = os.environ.get("NODERUN_DOCTOR_TASKS_PER_NODE")
+    facts["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    facts["env"] = visible_env(os.environ)
+    facts["master"] = resolve(master)
+    server = None
+    seen: list[str] = []
+    if is_master:
+        listener = socket.socket()
+        try:
+            listener.bind(("", port))
+            listener.listen(64)
+            facts["port"] = {"port": port, "free": True, "error": None}
+            server = threading.Thread(target=_serve, args=(listener, nnodes, deadline, seen))
+            server.start()
+        except OSError as err:
+            listener.close()
+            facts["port"] = {"port": port, "free": False, "error": str(err)}
+    address = (facts["master"]["addresses"] or [master])[0]
+    facts["contact"] = contact_master(address, port, deadline)
+    facts["route"] = route_interface(address, port)
+    try:
+        facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
+    except OSError as err:
+        facts["shared_fs"] = {"path": str(token_file), "ok": False, "error": str(err)}
+    usage = shutil.disk_usage(token_file.parent if token_file.parent.exists() else "/")
+    facts["disk_free_bytes"] = usage.free
+    facts["leftovers"] = leftovers()
+    if server is not None:
+        server.join()
+        listener.close()
+        facts["port"]["clients"] = len(seen)
+    facts["time"] = time.time()
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m noderun.doctor.probe")
+    parser.add_argument("--master", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--token-file", type=Path, required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--wait", type=float, default=20.0)
+    args = parser.parse_args(argv)
+    facts = run_probe(args.master, args.port, args.nnodes, args.token_file, args.token, args.wait)
+    sys.stdout.write(MARKER + json.dumps(facts, default=str) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

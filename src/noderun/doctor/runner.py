@@ -1,0 +1,213 @@
+"""Run the probes (locally, or one per node through srun) and the collective test; aggregate.
+
+``noderun doctor --submit`` renders a small sbatch script that runs ``noderun doctor`` inside
+the allocation and writes its JSON result into the run directory, then waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
+from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
+from noderun.doctor.probe import MARKER as PROBE_MARKER
+from noderun.errors import UsageError
+from noderun.topology import free_port, port_for_job
+
+PROBE_WAIT = 20.0
+STEP_TIMEOUT = 180.0
+RESULT_FILE = "doctor.json"
+
+
+@dataclasses.dataclass
+class DoctorResult:
+    mode: str
+    nodes: list[str]
+    checks: list[NodeCheck]
+    collective: dict[str, Any] | None
+    run_dir: str
+
+    @property
+    def healthy(self) -> bool:
+        return healthy(self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "healthy": self.healthy,
+            "nodes": self.nodes,
+            "run_dir": self.run_dir,
+            "checks": [c.to_dict() for c in self.checks],
+            "collective": self.collective,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DoctorResult:
+        from noderun.check_result import Check, Status
+
+        checks = [
+            NodeCheck(
+                c["node"], Check(c["check"], Status(c["status"]), c["detail"], c.get("fix", ""))
+            )
+            for c in data["checks"]
+        ]
+        return cls(data["mode"], data["nodes"], checks, data["collective"], data["run_dir"])
+
+
+def _marked(text: str, marker: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        _, found, payload = line.partition(marker)
+        if found:
+            out.append(json.loads(payload))
+    return out
+
+
+def _write_token(run_dir: Path) -> tuple[Path, str]:
+    """The shared-filesystem token: written here (node 0), read by every probe."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "logs").mkdir(exist_ok=True)
+    token = secrets.token_hex(16)
+    path = run_dir / ".doctor-token"
+    path.write_text(token)
+    return path, token
+
+
+def _probe_argv(master: str, port: int, nnodes: int, token_file: Path, token: str) -> list[str]:
+    return [
+        sys.executable, "-m", "noderun.doctor.probe", "--master", master, "--port", str(port),
+        "--nnodes", str(nnodes), "--token-file", str(token_file), "--token", token,
+        "--wait", str(PROBE_WAIT),
+    ]  # fmt: skip
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, str]:
+    """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it."""
+    try:
+        done = subprocess.run(
+            list(argv), env=dict(env), capture_output=True, text=True, timeout=STEP_TIMEOUT
+        )
+    except subprocess.TimeoutExpired as err:
+        partial = [
+            o.decode(errors="replace") if isinstance(o, bytes) else o or ""
+            for o in (err.stdout, err.stderr)
+        ]
+        text = "".join(partial) + f"\ntimed out after {STEP_TIMEOUT:.0f} s"
+        log.write_text(text)
+        return 124, text
+    log.write_text(done.stdout + done.stderr)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _collective(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[Any, str]:
+    code, text = _run(argv, env, log)
+    results = _marked(text, COLLECTIVE_MARKER)
+    if results:
+        return results[0], ""
+    tail = [line for line in text.splitlines() if line.strip()][-1:] or [f"exit code {code}"]
+    return None, f"{tail[0][:200]} (log: {log})"
+
+
+def run_local(run_dir: Path, nproc: int) -> DoctorResult:
+    """This machine: one probe, and a collective test over ``nproc`` local ranks."""
+    token_file, token = _write_token(run_dir)
+    host = socket.gethostname()
+    env = {**os.environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    argv = _probe_argv(host, free_port(), 1, token_file, token)
+    _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
+    checks = node_checks(_marked(text, PROBE_MARKER), [host])
+    collective, error = _collective(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
+        {**os.environ, "NODERUN_RUN_DIR": str(run_dir)},
+        run_dir / "logs" / "doctor-collective.log",
+    )  # fmt: skip
+    checks.append(NodeCheck("all", collective_check(collective, error)))
+    return DoctorResult("local", [host], checks, collective, str(run_dir))
+
+
+def in_allocation(environ: Mapping[str, str]) -> bool:
+    in_step = "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
+    return bool(environ.get("SLURM_JOB_ID")) and not in_step
+
+
+def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> DoctorResult:
+    """Inside sbatch/salloc: one probe per node in one srun step, then the collective step."""
+    from noderun.node import hostnames
+
+    srun = shutil.which("srun")
+    if srun is None:
+        raise UsageError("srun is not installed here", "run noderun doctor on a SLURM node")
+    job = environ["SLURM_JOB_ID"]
+    hosts = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
+    if not hosts:
+        raise UsageError(f"job {job} has no node list", "run inside sbatch or salloc")
+    n, port = len(hosts), port_for_job(job)
+    token_file, token = _write_token(run_dir)
+    env = {**environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    step = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
+    _, text = _run(
+        [*step, *_probe_argv(hosts[0], port, n, token_file, token)],
+        env,
+        run_dir / "logs" / "doctor-probe.log",
+    )
+    checks = node_checks(_marked(text, PROBE_MARKER), hosts)
+    collective, error = _collective(
+        [srun, f"--nodes={n}", f"--ntasks={n * nproc}", f"--ntasks-per-node={nproc}",
+         "--kill-on-bad-exit=1", "--wait=30", sys.executable, "-m", "noderun.doctor.collective"],
+        {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(port + 1),
+         "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
+        run_dir / "logs" / "doctor-collective.log",
+    )  # fmt: skip
+    checks.append(NodeCheck("all", collective_check(collective, error)))
+    return DoctorResult(f"slurm job {job}", hosts, checks, collective, str(run_dir))
+
+
+def render_sbatch(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> str:
+    """The batch script of ``--submit``: noderun doctor inside the allocation, JSON to a file."""
+    argv = [
+        sys.executable, "-m", "noderun", "doctor", "--run-dir", str(run_dir),
+        "--nproc-per-node", str(nproc), "--result-file", str(run_dir / RESULT_FILE),
+    ]  # fmt: skip
+    lines = [
+        "#!/bin/bash",
+        "#SBATCH --job-name=noderun-doctor",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={nproc}",
+        f"#SBATCH --output={shlex.quote(str(run_dir / 'logs' / 'doctor-%j.out'))}",
+        "#SBATCH --time=00:10:00",
+        *([f"#SBATCH --partition={shlex.quote(partition)}"] if partition else []),
+        f"cd {shlex.quote(os.getcwd())}",
+        "exec " + " ".join(shlex.quote(a) for a in argv),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def submit(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> DoctorResult:
+    """sbatch the doctor, wait for the job, read back its result."""
+    from noderun.backends.slurm import sbatch, wait_for_job
+
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    script = run_dir / "doctor.sbatch"
+    script.write_text(render_sbatch(nodes, nproc, run_dir, partition))
+    job = sbatch(script)
+    print(f"noderun: doctor submitted as job {job} on {nodes} node(s); waiting", file=sys.stderr)
+    state = wait_for_job(job)
+    result = run_dir / RESULT_FILE
+    if not result.is_file():
+        raise UsageError(
+            f"doctor job {job} ended {state.state} without a result",
+            f"see {run_dir / 'logs'} (or `noderun explain {job}`)",
+        )
+    return DoctorResult.from_dict(json.loads(result.read_text()))

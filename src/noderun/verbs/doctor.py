@@ -1,0 +1,81 @@
+"""``noderun doctor``: preflight checks on every node at once, one aggregated report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from noderun.verbs.options import add_env_option, positive_int
+
+if TYPE_CHECKING:
+    from noderun.doctor.runner import DoctorResult
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "doctor",
+        help="preflight checks on every node: versions, network, port, filesystem, collective",
+        description="Probe this machine, or every node of the SLURM allocation it runs in (one "
+        "probe per node through srun), then run a real all_reduce test; print a node x check "
+        "table with a fix for each failure. Exit 1 if any check fails.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--submit", action="store_true", help="submit itself with sbatch")
+    add_env_option(parser, "--nodes", type=positive_int, default=2, help="nodes for --submit")
+    add_env_option(
+        parser, "--nproc-per-node", type=positive_int, help="ranks per node (2 here, 1 in SLURM)"
+    )
+    add_env_option(parser, "--partition", help="partition for --submit")
+    add_env_option(parser, "--run-dir", type=Path, help="where logs go (default runs/doctor-…)")
+    parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from noderun.doctor import runner
+
+    run_dir = (args.run_dir or Path("runs") / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    inside = runner.in_allocation(os.environ)
+    nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
+    if args.submit:
+        result = runner.submit(args.nodes, nproc, run_dir, args.partition)
+    elif inside:
+        result = runner.run_in_allocation(run_dir, nproc, os.environ)
+    else:
+        result = runner.run_local(run_dir, nproc)
+    if args.result_file:
+        tmp = args.result_file.with_name(args.result_file.name + ".tmp")
+        tmp.write_text(json.dumps(result.to_dict(), indent=2))
+        tmp.replace(args.result_file)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_report(result)
+    return 0 if result.healthy else 1
+
+
+def print_report(result: DoctorResult) -> None:
+    from noderun.status_table import print_table
+
+    nodes = [*result.nodes, *(["all"] if any(c.node == "all" for c in result.checks) else [])]
+    names = list(dict.fromkeys(c.check.name for c in result.checks))
+    cell = {(c.node, c.check.name): c.check.status.value for c in result.checks}
+    rows = [(name, *(cell.get((n, name), "-") for n in nodes)) for name in names]
+    print_table(f"noderun doctor ({result.mode})", ("check", *nodes), rows)
+    for item in result.checks:
+        status = item.check.status.value
+        if status in ("FAIL", "WARN") or item.check.name == "collective":
+            fix = f"\n    fix: {item.check.fix}" if item.check.fix and status != "PASS" else ""
+            print(f"  {status} {item.node} {item.check.name}: {item.check.detail}{fix}")
+    if result.collective:
+        print("  all_reduce (nccl-tests conventions):  size  time  algbw  busbw")
+        for size in result.collective["all_reduce"]:
+            print(
+                f"    {size['size_bytes']:>10} B  {size['time_us']:>10.1f} us  "
+                f"{size['algbw_gbps']:.3f} GB/s  {size['busbw_gbps']:.3f} GB/s"
+            )
+    print("verdict: READY" if result.healthy else "verdict: NOT READY (see the fixes above)")
