@@ -239,7 +239,8 @@ def node_checks(probes: Sequence[Facts], expected_hosts: Sequence[str]) -> list[
                     ),
                 )
             )
-    for facts in probes:
+    order = {h: i for i, h in enumerate(expected_hosts)}
+    for facts in sorted(probes, key=lambda f: order.get(str(f.get("host")), len(order))):
         for check in NODE_CHECKS:
             out.append(NodeCheck(str(facts.get("host")), check(facts, probes)))
     return out

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from noderun.doctor.probe import write_marked
 from noderun.runtime.context import Context, init
 
 MARKER = "NODERUN_DOCTOR_COLLECTIVE "
@@ -119,8 +120,7 @@ def main() -> int:
     with init() as ctx:
         result = run(ctx)
         if ctx.is_main:
-            sys.stdout.write(MARKER + json.dumps(result) + "\n")
-            sys.stdout.flush()
+            write_marked(MARKER, json.dumps(result))
     return 0
 
 

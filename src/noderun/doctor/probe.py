@@ -35,6 +35,38 @@ LEFTOVER_MARKERS = (
 SHM_PREFIXES = ("torch_", "nccl", "__KMP_REGISTERED_LIB")
 
 
+PIECE = 800  # srun cuts output lines at 1024 bytes
+
+
+def write_marked(marker: str, text: str) -> None:
+    """``text`` as numbered pieces, each one short line written at once: ``marker id k n piece``."""
+    ident = f"{socket.gethostname()}-{os.getpid()}"
+    pieces = [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
+    for k, piece in enumerate(pieces):
+        line = f"{marker}{ident} {k} {len(pieces)} {piece}\n"
+        os.write(sys.stdout.fileno(), line.encode())
+
+
+def read_marked(output: str, marker: str) -> list[Any]:
+    """The JSON values ``write_marked`` wrote, reassembled; an incomplete one is dropped."""
+    parts: dict[str, dict[int, str]] = {}
+    totals: dict[str, int] = {}
+    for line in output.splitlines():
+        _, found, rest = line.partition(marker)
+        fields = rest.split(" ", 3)
+        if not found or len(fields) < 4 or not fields[1].isdigit() or not fields[2].isdigit():
+            continue
+        ident, k, n, piece = fields[0], int(fields[1]), int(fields[2]), fields[3]
+        parts.setdefault(ident, {})[k] = piece
+        totals[ident] = n
+    values = []
+    for ident, pieces in parts.items():
+        if len(pieces) == totals[ident]:
+            with contextlib.suppress(ValueError):
+                values.append(json.loads("".join(pieces[k] for k in range(totals[ident]))))
+    return values
+
+
 def is_secret(name: str) -> bool:
     return any(word in name.upper() for word in SECRET_WORDS)
 
@@ -107,6 +139,12 @@ def leftovers() -> dict[str, Any]:
     return {"processes": procs[:10], "shm": stale[:10], "torchelastic_dirs": elastic[:10]}
 
 
+def _spare_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
 def _serve(listener: socket.socket, expected: int, deadline: float, seen: list[str]) -> None:
     """Answer each connecting probe with this host's clock, until all came or time is up."""
     listener.settimeout(0.2)
@@ -160,7 +198,8 @@ def run_probe(
         try:
             listener.bind(("", port))
             listener.listen(64)
-            facts["port"] = {"port": port, "free": True, "error": None}
+            # a second free port, for the collective test that follows this probe
+            facts["port"] = {"port": port, "free": True, "error": None, "spare": _spare_port()}
             server = threading.Thread(target=_serve, args=(listener, nnodes, deadline, seen))
             server.start()
         except OSError as err:
@@ -194,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait", type=float, default=20.0)
     args = parser.parse_args(argv)
     facts = run_probe(args.master, args.port, args.nnodes, args.token_file, args.token, args.wait)
-    sys.stdout.write(MARKER + json.dumps(facts, default=str) + "\n")
-    sys.stdout.flush()
+    write_marked(MARKER, json.dumps(facts, default=str))
     return 0
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
+from noderun.doctor.probe import read_marked
 from noderun.errors import UsageError
 from noderun.topology import free_port, port_for_job
 
@@ -66,12 +67,7 @@ class DoctorResult:
 
 
 def _marked(text: str, marker: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        _, found, payload = line.partition(marker)
-        if found:
-            out.append(json.loads(payload))
-    return out
+    return [v for v in read_marked(text, marker) if isinstance(v, dict)]
 
 
 def _write_token(run_dir: Path) -> tuple[Path, str]:
@@ -156,17 +152,21 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     n, port = len(hosts), port_for_job(job)
     token_file, token = _write_token(run_dir)
     env = {**environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
-    step = [srun, f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
+    # --label: srun keeps each task's lines whole (unlabelled output of tasks can interleave)
+    step = [srun, "--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
     _, text = _run(
         [*step, *_probe_argv(hosts[0], port, n, token_file, token)],
         env,
         run_dir / "logs" / "doctor-probe.log",
     )
-    checks = node_checks(_marked(text, PROBE_MARKER), hosts)
+    probes = _marked(text, PROBE_MARKER)
+    checks = node_checks(probes, hosts)
+    master = next((p for p in probes if p.get("is_master")), {})
+    spare = (master.get("port") or {}).get("spare") or port + 1
     collective, error = _collective(
         [srun, f"--nodes={n}", f"--ntasks={n * nproc}", f"--ntasks-per-node={nproc}",
          "--kill-on-bad-exit=1", "--wait=30", sys.executable, "-m", "noderun.doctor.collective"],
-        {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(port + 1),
+        {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
          "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
         run_dir / "logs" / "doctor-collective.log",
     )  # fmt: skip
