@@ -188,7 +188,7 @@ def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:
 def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
     """A hand-written sbatch with the classic mistakes: python without srun, a node that never
     started, a wrong MASTER_ADDR, a port in use, the node entrypoint without srun."""
-    node = [PYTHON, "-m", "noderun.node", "--nproc-per-node=2", "--join-timeout=10",
+    node = [PYTHON, "-m", "noderun.node", "--nproc-per-node=2", "--join-timeout=5",
             f"--run-dir={tmp_path}"]  # fmt: skip
     busy = socket.socket()  # the lab's nodes share this machine's port space
     busy.bind(("", 0))
