@@ -186,7 +186,15 @@ def follow(job_id: str, run_dir: Path) -> int:
         reason = f" ({state.reason})" if state.reason not in ("", "None") else ""
         print(f"noderun: job {job_id} {state.state}{reason}", file=sys.stderr, flush=True)
 
-    final = slurm.wait_for_job(job_id, on_change=changed, on_poll=copy_console)
+    try:
+        final = slurm.wait_for_job(job_id, on_change=changed, on_poll=copy_console)
+    except KeyboardInterrupt:
+        print(
+            f"noderun: stopped following job {job_id}; it keeps running "
+            f"(`scancel {job_id}` stops it); run dir {run_dir}",
+            file=sys.stderr,
+        )
+        return 130
     copy_console()
     slurm.write_sacct_summary(run_dir, job_id, job_final=True)
     run_json = run_dir / rundir.RUN_JSON
