@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -36,11 +37,12 @@ SHM_PREFIXES = ("torch_", "nccl", "__KMP_REGISTERED_LIB")
 
 
 PIECE = 800  # srun cuts output lines at 1024 bytes
+_MESSAGES = itertools.count()
 
 
 def write_marked(marker: str, text: str) -> None:
     """``text`` as numbered pieces, each one short line written at once: ``marker id k n piece``."""
-    ident = f"{socket.gethostname()}-{os.getpid()}"
+    ident = f"{socket.gethostname()}-{os.getpid()}-{next(_MESSAGES)}"
     pieces = [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
     for k, piece in enumerate(pieces):
         line = f"{marker}{ident} {k} {len(pieces)} {piece}\n"

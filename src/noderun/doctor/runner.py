@@ -38,6 +38,7 @@ class DoctorResult:
     checks: list[NodeCheck]
     collective: dict[str, Any] | None
     run_dir: str
+    duration_sec: float | None = None
 
     @property
     def healthy(self) -> bool:
@@ -49,6 +50,7 @@ class DoctorResult:
             "healthy": self.healthy,
             "nodes": self.nodes,
             "run_dir": self.run_dir,
+            "duration_sec": self.duration_sec,
             "checks": [c.to_dict() for c in self.checks],
             "collective": self.collective,
         }
@@ -63,7 +65,14 @@ class DoctorResult:
             )
             for c in data["checks"]
         ]
-        return cls(data["mode"], data["nodes"], checks, data["collective"], data["run_dir"])
+        return cls(
+            data["mode"],
+            data["nodes"],
+            checks,
+            data["collective"],
+            data["run_dir"],
+            data.get("duration_sec"),
+        )
 
 
 def _marked(text: str, marker: str) -> list[dict[str, Any]]:

@@ -41,12 +41,15 @@ def main(args: argparse.Namespace) -> int:
     run_dir = (args.run_dir or Path("runs") / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     inside = runner.in_allocation(os.environ)
     nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
+    started = time.monotonic()
     if args.submit:
         result = runner.submit(args.nodes, nproc, run_dir, args.partition)
     elif inside:
         result = runner.run_in_allocation(run_dir, nproc, os.environ)
     else:
         result = runner.run_local(run_dir, nproc)
+    if not args.submit:
+        result.duration_sec = round(time.monotonic() - started, 2)
     if args.result_file:
         tmp = args.result_file.with_name(args.result_file.name + ".tmp")
         tmp.write_text(json.dumps(result.to_dict(), indent=2))

@@ -1,0 +1,164 @@
+"""Doctor checks on probe facts: each failure is named with its fix; secrets never leave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from noderun.check_result import Status
+from noderun.doctor import checks
+from noderun.doctor.collective import bus_factor
+from noderun.doctor.probe import read_marked, visible_env, write_marked
+from noderun.doctor.runner import render_sbatch
+
+
+def facts(host: str = "node1", **over: object) -> dict:
+    base = {
+        "host": host,
+        "is_master": host == "node1",
+        "python": "3.11.7",
+        "torch": "2.13.0",
+        "cuda": None,
+        "nccl": None,
+        "device_count": 0,
+        "tasks_per_node": "1",
+        "cuda_visible_devices": None,
+        "env": {},
+        "master": {"host": "node1", "addresses": ["10.0.0.1"], "reverse": "node1", "error": None},
+        "port": {"port": 20001, "free": True, "error": None} if host == "node1" else None,
+        "contact": {"reachable": True, "clock_offset_sec": 0.001, "round_trip_ms": 0.3},
+        "route": {"interface": "eth0", "local_address": "10.0.0.2", "error": None},
+        "shared_fs": {"path": "/shared/run/.doctor-token", "ok": True},
+        "disk_free_bytes": 50 << 30,
+        "leftovers": {"processes": [], "shm": [], "torchelastic_dirs": []},
+    }
+    base.update(over)
+    return base
+
+
+def statuses(probes: list[dict], hosts=("node1", "node2")) -> dict[tuple[str, str], Check]:
+    return {(c.node, c.check.name): c.check for c in checks.node_checks(probes, list(hosts))}
+
+
+Check = checks.Check
+
+
+def test_a_healthy_cluster_passes():
+    found = statuses([facts("node1"), facts("node2")])
+    assert {c.status for c in found.values()} == {Status.PASS, Status.SKIP}
+    assert found[("node2", "port-free")].status is Status.SKIP
+    assert "NCCL_SOCKET_IFNAME=eth0" in found[("node1", "interface")].detail
+
+
+@pytest.mark.parametrize(
+    ("node2", "check", "words", "fix"),
+    [
+        ({"torch": "2.12.1"}, "versions", "torch 2.12.1", "same"),
+        ({"device_count": 1, "tasks_per_node": "4"}, "devices", "4 tasks per node", "one rank"),
+        (
+            {"master": {"host": "node1", "addresses": [], "error": "gaierror: -2"}},
+            "master-resolve", "does not resolve", "hostname",
+        ),
+        (
+            {"contact": {"reachable": False, "error": "ConnectionRefusedError"}},
+            "master-reachable", "ConnectionRefusedError", "firewall",
+        ),
+        (
+            {"route": {"interface": "docker0", "local_address": "172.17.0.2"}},
+            "interface", "via docker0", "NCCL_SOCKET_IFNAME",
+        ),
+        (
+            {"env": {"NCCL_SOCKET_IFNAME": "ib0"}},
+            "interface", "NCCL_SOCKET_IFNAME=ib0", "export NCCL_SOCKET_IFNAME=eth0",
+        ),
+        (
+            {"shared_fs": {"path": "/scratch/.doctor-token", "ok": False, "error": "No such file"}},
+            "shared-fs", "not read at /scratch/.doctor-token", "mounts",
+        ),
+        ({"disk_free_bytes": 10 << 20}, "disk", "0.0 GiB free", "free space"),
+        (
+            {"contact": {"reachable": True, "clock_offset_sec": 42.0, "round_trip_ms": 1.0}},
+            "clock-skew", "+42000.0 ms", "chrony",
+        ),
+    ],
+    ids=[
+        "version", "devices", "resolve", "unreachable", "docker0", "wrong-ifname", "shared-fs",
+        "disk", "clock",
+    ],
+)  # fmt: skip
+def test_each_failure_names_the_node_and_the_fix(node2, check, words, fix):
+    found = statuses([facts("node1"), facts("node2", **node2)])
+    result = found[("node2", check)]
+    assert result.status is Status.FAIL, result
+    assert words in result.detail and fix in result.fix
+    assert not checks.healthy(checks.node_checks([facts("node1"), facts("node2", **node2)],
+                                                 ["node1", "node2"]))  # fmt: skip
+
+
+def test_port_in_use_on_the_master():
+    master = facts("node1", port={"port": 20001, "free": False, "error": "[Errno 98] in use"})
+    result = statuses([master, facts("node2")])[("node1", "port-free")]
+    assert result.status is Status.FAIL and "20001" in result.detail
+
+
+def test_a_silent_node_fails_and_warnings_do_not():
+    found = statuses([facts("node1")], hosts=("node1", "node2"))
+    assert found[("node2", "probe")].status is Status.FAIL
+    leftover = facts("node1", leftovers={"processes": ["77: torchrun x"], "shm": ["torch_1"],
+                                         "torchelastic_dirs": []})  # fmt: skip
+    result = statuses([leftover], hosts=("node1",))[("node1", "leftovers")]
+    assert result.status is Status.WARN and "kill 77" in result.fix
+
+
+def test_loopback_lab_is_a_warning_not_a_failure():
+    lab = {"route": {"interface": "lo", "local_address": "127.0.0.1"}}
+    found = statuses([facts("node1", **lab), facts("node2", **lab)])
+    assert found[("node2", "interface")].status is Status.WARN
+
+
+def test_collective_names_the_slow_pair():
+    result = {
+        "world_size": 3,
+        "backend": "gloo",
+        "all_reduce": [
+            {"size_bytes": 1024, "time_us": 100.0, "algbw_gbps": 0.01, "busbw_gbps": 0.013},
+            {"size_bytes": 1 << 24, "time_us": 9000.0, "algbw_gbps": 1.8, "busbw_gbps": 2.4},
+        ],
+        "slowest_pair": {
+            "nodes": ["node2", "node3"],
+            "bandwidth_bytes_per_sec": 1e8,
+            "median_bytes_per_sec": 1e9,
+        },
+    }
+    check = checks.collective_check(result)
+    assert check.status is Status.WARN and "node2<->node3" in check.detail
+    assert checks.collective_check(None, "srun failed").status is Status.FAIL
+    assert bus_factor(4) == pytest.approx(1.5) and bus_factor(1) == 1.0
+
+
+def test_secrets_are_never_reported():
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_API_KEY": "k", "HF_TOKEN": "t",
+           "MASTER_PASSWORD": "p", "GLOO_SECRET_X": "s", "HOME": "/root"}  # fmt: skip
+    assert visible_env(env) == {"NCCL_SOCKET_IFNAME": "eth0"}
+
+
+def test_marked_output_survives_cut_lines_and_interleaving(capfd):
+    text = '{"a": "' + "x" * 3000 + '"}'
+    write_marked("M ", text)
+    write_marked("M ", '{"b": 1}')
+    lines = capfd.readouterr().out.splitlines()
+    assert len(lines) == 5 and all(len(line) < 1024 for line in lines)  # srun cuts at 1024
+    # srun --label prefixes, another task's lines in between, pieces out of order, a cut line
+    mixed = "\n".join(["0: noise", *[f"1: {line}" for line in reversed(lines)], "M x 0 2 {"])
+    values = read_marked(mixed, "M ")
+    assert {"b": 1} in values and {"a": "x" * 3000} in values and len(values) == 2
+
+
+def test_submit_script_quotes_every_path(tmp_path):
+    run_dir = tmp_path / "run dir; rm -rf ~"
+    script = render_sbatch(3, 1, run_dir, "debug")
+    assert "#SBATCH --nodes=3" in script and "#SBATCH --partition=debug" in script
+    assert f"'{run_dir}'" in script  # shlex-quoted, the ; is not a command separator
+    assert script.splitlines()[-1].startswith("exec ")
+    assert Path(script.splitlines()[-1].split()[1]).name.startswith("python")

@@ -1,0 +1,64 @@
+"""`noderun doctor` for real: on this machine, and submitted to the Slurm lab."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import noderun
+
+SECRET = "s3cr3t-value-never-printed"
+
+
+def assert_report(report: dict, nodes: list[str], world: int) -> None:
+    assert report["nodes"] == nodes
+    by_node = {(c["node"], c["check"]): c for c in report["checks"]}
+    for node in nodes:
+        for name in ("versions", "master-resolve", "master-reachable", "shared-fs", "clock-skew"):
+            assert by_node[(node, name)]["status"] == "PASS", by_node[(node, name)]
+    assert by_node[(nodes[0], "port-free")]["status"] == "PASS"
+    assert by_node[("all", "collective")]["status"] in ("PASS", "WARN")
+    sizes = report["collective"]["all_reduce"]
+    assert [s["size_bytes"] for s in sizes] == [1 << 10, 1 << 16, 1 << 20, 1 << 24]
+    factor = 2 * (world - 1) / world
+    for size in sizes:
+        assert size["algbw_gbps"] == pytest.approx(size["size_bytes"] / size["time_us"] / 1e3)
+        assert size["busbw_gbps"] == pytest.approx(size["algbw_gbps"] * factor)
+
+
+@pytest.mark.slow
+def test_doctor_on_this_machine(tmp_path: Path):
+    done = noderun(
+        ["doctor", "--json", "--run-dir", str(tmp_path / "doc")], timeout=300, HF_TOKEN=SECRET
+    )
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    assert report["mode"] == "local" and report["collective"]["world_size"] == 2
+    assert_report(report, report["nodes"], 2)
+    assert report["healthy"] is (done.returncode == 0)
+    logs = "".join(p.read_text() for p in (tmp_path / "doc" / "logs").iterdir())
+    assert SECRET not in done.stdout + done.stderr + logs
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
+    if shutil.which("sbatch") is None:
+        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    run_dir = tmp_path / "doc"
+    done = noderun(
+        ["doctor", "--submit", "--nodes", "2", "--json", "--run-dir", str(run_dir)],
+        timeout=300,
+        HF_TOKEN=SECRET,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    assert report["mode"].startswith("slurm job ")
+    assert_report(report, ["node1", "node2"], 2)
+    assert [p["nodes"] for p in report["collective"]["pairs"]] == [["node1", "node2"]]
+    assert (run_dir / "doctor.sbatch").is_file()
+    logs = "".join(p.read_text() for p in (run_dir / "logs").iterdir())
+    assert SECRET not in done.stdout + done.stderr + logs
