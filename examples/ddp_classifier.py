@@ -130,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 timer.count(len(labels))
                 if preemption.should_stop():
                     here = Position(epoch - 1, step, global_step)
-                    preemption.exit(ckpt.save(here, {"loss_sum": loss_sum, "batches": batches}))
+                    extra = {"loss_sum": loss_sum, "batches": batches}
+                    preemption.exit(ckpt.save(here, extra, wait=True))
             row = timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))
             row.update(evaluate(ctx, model, val))
             metrics.log(epoch=epoch, **row)
@@ -141,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"({row['epoch_time_sec']:.2f} s, "
                 f"{row['throughput_samples_per_sec']:.0f} samples/s)"
             )
+        ckpt.wait()
         metrics.close()
         if row:
             ctx.print(f"final validation accuracy {row['val_accuracy']:.4f}")

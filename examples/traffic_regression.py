@@ -144,7 +144,7 @@ def train(args: argparse.Namespace) -> None:
                 timer.count(len(targets))
                 here = Position(epoch - 1, step, global_step)
                 if preemption.should_stop():
-                    saved = ckpt.save(here, {"loss_sum": loss_sum, "batches": batches})
+                    saved = ckpt.save(here, {"loss_sum": loss_sum, "batches": batches}, wait=True)
                     preemption.exit(saved)
                 if args.checkpoint_every and step % args.checkpoint_every == 0:
                     ckpt.save(here, {"loss_sum": loss_sum, "batches": batches})
@@ -158,6 +158,7 @@ def train(args: argparse.Namespace) -> None:
                 f"(persistence {row['persistence_mae']:.3f} / {row['persistence_rmse']:.3f}) "
                 f"{row['epoch_time_sec']:.2f} s, {row['throughput_samples_per_sec']:.0f} samples/s"
             )
+        ckpt.wait()
         metrics.close()
         if row:
             verdict = "beats" if row["val_mae"] < row["persistence_mae"] else "does NOT beat"

@@ -112,9 +112,10 @@ def _train(
             scheduler.step()
             global_step += 1
             if global_step == stop_at:
-                ckpt.save(Position(epoch - 1, step, global_step), {"seen": global_step})
+                ckpt.save(Position(epoch - 1, step, global_step), {"seen": global_step}, wait=True)
                 return {}, ckpt
-        ckpt.save(Position(epoch, 0, global_step))
+        ckpt.save(Position(epoch, 0, global_step))  # committed in the background
+    ckpt.wait()
     return {**model.state_dict(), "lr": torch.tensor(scheduler.get_last_lr())}, ckpt
 
 
@@ -164,3 +165,17 @@ def test_bad_resume_inputs_name_the_file_and_change_nothing(tmp_path: Path) -> N
             ckpt.resume(path)
         assert err.value.exit_code == 2 and "\n" not in str(err.value)
     assert _snapshot(tmp_path) == before
+
+
+def test_save_async_returns_before_the_commit_and_wait_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.5")
+    pending = checkpoint.save_async({"model": {"w": torch.ones(3)}}, tmp_path, "epoch-0001")
+    assert checkpoint.latest(tmp_path) is None  # written, not yet durable and marked
+    assert pending.wait() == tmp_path / "epoch-0001"
+    assert checkpoint.latest(tmp_path) == tmp_path / "epoch-0001"
+    monkeypatch.setattr(checkpoint, "commit", lambda *a: (_ for _ in ()).throw(OSError("full")))
+    failing = checkpoint.save_async({"model": {}}, tmp_path, "epoch-0002")
+    with pytest.raises(OSError, match="full"):
+        failing.wait()  # a failed background commit surfaces in the training thread

@@ -38,7 +38,7 @@ with noderun.init() as ctx:
     ckpt = Checkpointer(ctx, model, opt)
     assert ckpt.sharded
     train(ctx, model, opt, range(0, 3))
-    path = ckpt.save(Position(0, 3, 3), {"note": "sharded"})
+    path = ckpt.save(Position(0, 3, 3), {"note": "sharded"}, wait=True)
     at_save = get_model_state_dict(model, options=FULL)
     train(ctx, model, opt, range(3, 6))
     uninterrupted = get_model_state_dict(model, options=FULL)

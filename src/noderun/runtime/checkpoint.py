@@ -17,8 +17,9 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,56 @@ def save(
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
+    return save_async(state, directory, tag, keep, meta).wait()
+
+
+class PendingCommit:
+    """A checkpoint whose bytes are written and whose fsync + rename + marker run in a thread.
+
+    Training goes on while the disk catches up; ``wait()`` returns the committed directory
+    (or raises what went wrong). The thread is not a daemon: the interpreter waits for it.
+    """
+
+    def __init__(self, commit_it: Callable[[], Path]) -> None:
+        self.path: Path | None = None
+        self.error: BaseException | None = None
+        self._commit = commit_it
+        self._thread = threading.Thread(target=self._run, name="noderun-checkpoint-commit")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.path = self._commit()
+        except BaseException as err:  # surfaced by wait() in the training thread
+            self.error = err
+
+    def wait(self) -> Path:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.path is not None
+        return self.path
+
+
+def save_async(
+    state: Mapping[str, Any],
+    directory: Path,
+    tag: str,
+    keep: int = 3,
+    meta: Mapping[str, Any] | None = None,
+) -> PendingCommit:
+    """Serialize ``state`` now (later changes to it do not matter); make it durable, rename
+    and mark it complete in the background. Rank 0 only."""
     tmp = start(directory, tag)
-    torch_save_durably(dict(state), tmp / STATE_FILE)
-    return commit(tmp, directory, tag, {"format": "full", **(meta or {})}, keep)
+    with open(tmp / STATE_FILE, "wb") as handle:
+        torch.save(dict(state), handle)
+    info = {"format": "full", **(meta or {})}
+
+    def durable_commit() -> Path:
+        fsync_path(tmp / STATE_FILE)
+        return commit(tmp, directory, tag, info, keep)
+
+    return PendingCommit(durable_commit)
 
 
 def read_meta(path: Path) -> dict[str, Any]:

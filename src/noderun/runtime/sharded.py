@@ -50,8 +50,9 @@ def save(
     tag: str,
     meta: Mapping[str, Any],
     keep: int,
-) -> Path:
-    """Collective: every rank writes its shard, rank 0 writes the rest and commits."""
+) -> checkpoint.PendingCommit | None:
+    """Collective: every rank writes (and fsyncs) its shard; rank 0 then writes the rest and
+    commits in the background (the PendingCommit it returns; None on the other ranks)."""
     from torch.distributed.checkpoint.filesystem import FileSystemWriter
     from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
@@ -68,12 +69,15 @@ def save(
         trainer["optimizer_other"] = others
         trainer["optimizer_param_groups"] = optim_state["param_groups"]
     dcp_save(shards, storage_writer=FileSystemWriter(tmp / checkpoint.SHARDS_DIR, sync_files=True))
-    final = directory / tag
     ctx.barrier()  # every shard is on disk before rank 0 commits
-    if ctx.is_main:
+    if not ctx.is_main:
+        return None
+
+    def durable_commit() -> Path:
         checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
-        final = checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
-    return final
+        return checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
+
+    return checkpoint.PendingCommit(durable_commit)
 
 
 def saved_shapes(path: Path) -> dict[str, tuple[int, ...]]:

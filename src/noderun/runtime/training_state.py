@@ -106,9 +106,19 @@ class Checkpointer:
         self.extra: dict[str, Any] = {}  # this rank's ``extra`` of the resumed checkpoint
         self._skip: tuple[int, int] | None = None  # (epoch, batches) to skip after resume
         self._pending_rng: dict[str, Any] | None = None
+        self._pending: checkpoint.PendingCommit | None = None
 
-    def save(self, position: Position, extra: Mapping[str, Any] | None = None) -> Path:
-        """Write a checkpoint of the current state; call on every rank at the same point."""
+    def save(
+        self, position: Position, extra: Mapping[str, Any] | None = None, wait: bool = False
+    ) -> Path:
+        """Checkpoint the current state; call on every rank at the same point.
+
+        The state is serialized before this returns (sharded: every shard written and
+        fsynced); rank 0's fsync, rename and ``.complete`` marker finish in the background
+        unless ``wait`` (use it before exiting, e.g. on preemption). The next save or resume
+        waits for it first.
+        """
+        self.wait()
         states = self.ctx.gather_object(rng.capture())
         extras = self.ctx.gather_object(dict(extra or {}))  # per rank, like the RNG states
         trainer: dict[str, Any] = {
@@ -129,7 +139,7 @@ class Checkpointer:
         if self.sharded:
             from noderun.runtime import sharded
 
-            sharded.save(
+            self._pending = sharded.save(
                 self.ctx,
                 self.model,
                 self.optimizer,
@@ -143,13 +153,24 @@ class Checkpointer:
             trainer["model"] = unwrap(self.model).state_dict()
             if self.optimizer is not None:
                 trainer["optimizer"] = self.optimizer.state_dict()
-            checkpoint.save(trainer, self.directory, position.tag, self.keep, meta)
-        self.ctx.barrier()  # nobody runs ahead (or exits) before the checkpoint is complete
+            self._pending = checkpoint.save_async(
+                trainer, self.directory, position.tag, self.keep, meta
+            )
+        if wait:
+            self.wait()
+        self.ctx.barrier()  # nobody runs ahead (or exits) before the checkpoint is written
         return final
+
+    def wait(self) -> None:
+        """Block until the last checkpoint is durable and marked complete (rank 0's work)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.wait()
 
     def resume(self, spec: str | Path | None) -> Position:
         """Load ``spec`` (None: fresh start; ``auto``: newest in the run dir; a path) into the
         model, optimizer and scheduler; return where to continue. Bad input: UsageError."""
+        self.wait()
         path = self._agree(lambda: checkpoint.resolve(spec, self.ctx.run_dir))
         if path is None:
             return Position()

@@ -1,0 +1,248 @@
+"""Save/load throughput of noderun checkpoints against plain torch.save/torch.load and DCP.
+
+Same state, same run, alternating order, median of --reps:
+
+- full (DDP) state: an MLP's weights + AdamW state (about --size-mb MB) written by
+  ``Checkpointer.save`` (temporary name, fsync, rename, marker, RNG states) vs ``torch.save``
+  to one file, and read by ``Checkpointer.resume`` vs ``torch.load(weights_only=True)`` +
+  ``load_state_dict``. The plain save is also shown with an fsync, for what durability costs.
+- sharded: the same model under FSDP2 on 2 gloo processes, ``Checkpointer.save``/``resume``
+  vs ``torch.distributed.checkpoint.save``/``load`` of ``get_state_dict``.
+
+    .venv/bin/python bench/checkpoint.py [--size-mb 192] [--reps 5]
+
+Ratios are medians of per-repetition ratios (both sides run back to back in each repetition,
+order alternating). Ends with one line: the worst ratio, target >= 0.90.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+TARGET = 0.90
+WIDTH = 2048  # one Linear(2048, 2048) is 16 MiB of float32 weights
+
+
+def build(size_mb: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """An MLP whose weights + AdamW moments take about ``size_mb`` MB, one step taken."""
+    torch.manual_seed(0)
+    layers = max(1, round(size_mb / 3 / (WIDTH * WIDTH * 4 / 2**20)))
+    model = nn.Sequential(*(nn.Linear(WIDTH, WIDTH) for _ in range(layers)))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, WIDTH)).sum().backward()
+    optimizer.step()
+    return model, optimizer
+
+
+def state_mb(model: nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    tensors = list(model.state_dict().values())
+    for per_param in optimizer.state_dict()["state"].values():
+        tensors += [t for t in per_param.values() if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors) / 2**20
+
+
+def timed(action: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def fsynced_torch_save(obj: Any, path: Path) -> None:
+    with open(path, "wb") as handle:
+        torch.save(obj, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def bench_full(size_mb: int, reps: int, root: Path) -> dict[str, list[float]]:
+    import noderun
+    from noderun.runtime.training_state import Checkpointer, Position
+
+    model, optimizer = build(size_mb)
+    ctx = noderun.init(run_dir=root / "run", environ={})
+    ckpt = Checkpointer(ctx, model, optimizer, keep=1)
+    plain = root / "plain.pt"
+    names = ("save", "save_durable", "plain", "plain_fsync", "load", "plain_load")
+    times: dict[str, list[float]] = {k: [] for k in names}
+
+    def plain_state() -> dict[str, Any]:
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+
+    def plain_load() -> None:
+        state = torch.load(plain, weights_only=True)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+
+    for rep in range(reps):
+        tag = Position(2 * rep + 1, 0, 2 * rep + 1)
+        durable = Position(2 * rep + 2, 0, 2 * rep + 2)
+        actions: list[tuple[str, Callable[[], Any]]] = [
+            ("save", lambda p=tag: ckpt.save(p)),  # returns once serialized; commit runs on
+            ("save_durable", lambda p=durable: ckpt.save(p, wait=True)),
+            ("plain", lambda: torch.save(plain_state(), plain)),
+            ("plain_fsync", lambda: fsynced_torch_save(plain_state(), plain)),
+            ("load", lambda: ckpt.resume("auto")),
+            ("plain_load", plain_load),
+        ]
+        for name, action in actions if rep % 2 == 0 else actions[::-1]:
+            ckpt.wait()  # no measurement overlaps another's disk traffic
+            os.sync()
+            times[name].append(timed(action))
+    ckpt.wait()
+    ctx.shutdown()
+    return times
+
+
+def _sharded_worker(rank: int, port: int, size_mb: int, reps: int, root: str, out: Any) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port), NODERUN_RUN_DIR=str(Path(root) / "sharded-run"),
+    )  # fmt: skip
+    torch.set_num_threads(1)
+    from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+    from torch.distributed.fsdp import fully_shard
+
+    import noderun
+    from noderun.runtime.training_state import Checkpointer, Position
+
+    ctx = noderun.init()
+    torch.manual_seed(0)
+    model, optimizer = build(size_mb)
+    for layer in model:
+        fully_shard(layer)
+    fully_shard(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, WIDTH)).sum().backward()
+    optimizer.step()
+    ckpt = Checkpointer(ctx, model, optimizer, keep=1)
+    plain = Path(root) / "dcp"
+
+    def dcp_state() -> dict[str, Any]:
+        model_state, optim_state = get_state_dict(model, [optimizer])
+        return {"model": model_state, "optim": optim_state}
+
+    def plain_save() -> None:
+        if ctx.is_main:
+            shutil.rmtree(plain, ignore_errors=True)
+        ctx.barrier()
+        dcp_save(dcp_state(), storage_writer=FileSystemWriter(plain))
+        ctx.barrier()
+
+    def plain_load() -> None:
+        state = dcp_state()
+        dcp_load(state, storage_reader=FileSystemReader(plain))
+        set_state_dict(
+            model, [optimizer], model_state_dict=state["model"], optim_state_dict=state["optim"]
+        )
+        ctx.barrier()
+
+    times: dict[str, list[float]] = {k: [] for k in ("save", "plain", "load", "plain_load")}
+    for rep in range(reps):
+        tag = Position(rep + 1, 0, rep + 1)
+        saves = [("save", lambda p=tag: ckpt.save(p)), ("plain", plain_save)]
+        for name, action in saves if rep % 2 == 0 else saves[::-1]:
+            os.sync()
+            ctx.barrier()
+            times[name].append(timed(action))
+        loads = [("load", lambda: (ckpt.resume("auto"), ctx.barrier())), ("plain_load", plain_load)]
+        for name, action in loads if rep % 2 == 0 else loads[::-1]:
+            os.sync()
+            ctx.barrier()
+            times[name].append(timed(action))
+    if ctx.is_main:
+        out.put(times)
+    ctx.shutdown()
+
+
+def bench_sharded(size_mb: int, reps: int, root: Path) -> dict[str, list[float]]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    procs = [
+        context.Process(target=_sharded_worker, args=(r, port, size_mb, reps, str(root), queue))
+        for r in range(2)
+    ]
+    for proc in procs:
+        proc.start()
+    times: dict[str, list[float]] = queue.get(timeout=600)
+    for proc in procs:
+        proc.join(timeout=60)
+    return times
+
+
+def report(
+    title: str, mb: float, times: dict[str, list[float]], pairs: list[tuple[str, str]]
+) -> list[float]:
+    """Median throughputs, and the median of the per-repetition ratios (each repetition ran
+    both sides back to back, so load from other processes hits both alike)."""
+    print(f"{title}: {mb:.0f} MB of state")
+    ratios = []
+    for ours, theirs in pairs:
+        ours_mbs = mb / statistics.median(times[ours])
+        theirs_mbs = mb / statistics.median(times[theirs])
+        paired = [t / o for o, t in zip(times[ours], times[theirs], strict=True)]
+        ratio = statistics.median(paired)
+        ratios.append(ratio)
+        print(
+            f"  {ours:>12} noderun {ours_mbs:7.0f} MB/s   {theirs:<11} {theirs_mbs:7.0f} MB/s"
+            f"   ratio {ratio:.2f} (per repetition {min(paired):.2f}..{max(paired):.2f})"
+        )
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=192)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    model, optimizer = build(args.size_mb)
+    mb = state_mb(model, optimizer)
+    del model, optimizer
+    with tempfile.TemporaryDirectory(prefix="noderun-bench-ckpt-", dir=".") as tmp:
+        root = Path(tmp)
+        full = bench_full(args.size_mb, args.reps, root)
+        ratios = report(
+            "full state (DDP, rank 0 writes)",
+            mb,
+            full,
+            [("save", "plain"), ("load", "plain_load"), ("save_durable", "plain_fsync")],
+        )
+        print(
+            "  save: until training may go on (serialized; fsync, rename, marker follow in a "
+            "thread); save_durable: until complete on disk"
+        )
+        sharded = bench_sharded(args.size_mb, args.reps, root)
+        ratios += report(
+            "sharded (FSDP2, 2 ranks, DCP)",
+            mb,
+            sharded,
+            [("save", "plain"), ("load", "plain_load")],
+        )
+    worst = min(ratios)
+    print(
+        f"ratio noderun/plain throughput = {worst:.2f} "
+        f"(worst of save, load, durable save; full and sharded; target >= {TARGET:.2f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
