@@ -1,0 +1,161 @@
+"""Training samples/s of the digits classifier with noderun's hooks against the same loop without.
+
+Two gloo ranks (DDP, CPU), in the same processes, alternating: the bare loop (DataLoader,
+forward, backward, step) and the loop of examples/ddp_classifier.py with every hook on:
+EpochTimer (data vs compute), Checkpointer.steps (resume-aware batches), the preemption
+agreement every step, and per epoch the metrics reduction + metrics.csv row + a checkpoint
+of model, optimizer and RNG states. Each measurement is --epochs epochs; the ratio is the
+median over --reps of the per-repetition ratios.
+
+    .venv/bin/python bench/loop_overhead.py [--reps 7] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+TARGET = 0.03
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp_classifier.py"
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ddp_classifier", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _worker(rank: int, port: int, reps: int, epochs: int, root: str, out: Any) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port), NODERUN_RUN_DIR=root,
+    )  # fmt: skip
+    torch.set_num_threads(1)
+    import noderun
+    from noderun.runtime.metrics import EpochTimer, MetricsLogger
+    from noderun.runtime.preemption import Preemption
+    from noderun.runtime.training_state import Checkpointer, Position
+
+    example = load_example()
+    ctx = noderun.init()
+    train_set, _ = example.digits(0, 0.2)
+    loader = ctx.loader(train_set, 16, shuffle=True, seed=0)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def make() -> tuple[nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(0)
+        model = ctx.prepare(example.small_cnn())
+        return model, torch.optim.Adam(model.parameters(), lr=3e-3)
+
+    bare_model, bare_opt = make()
+    model, optimizer = make()
+    ckpt = Checkpointer(ctx, model, optimizer, keep=2)
+    metrics = MetricsLogger(Path(root) / "metrics.csv", ctx.is_main, ["val_accuracy"])
+    epoch_counter = {"bare": 0, "hooked": 0}
+
+    def bare() -> int:
+        samples = 0
+        for _ in range(epochs):
+            epoch_counter["bare"] += 1
+            ctx.set_epoch(loader, epoch_counter["bare"])
+            bare_model.train()
+            for images, labels in loader:
+                bare_opt.zero_grad(set_to_none=True)
+                loss = loss_fn(bare_model(images), labels)
+                loss.backward()
+                bare_opt.step()
+                loss.item()
+                samples += len(labels)
+        return samples
+
+    def hooked(preemption: Preemption) -> int:
+        samples = 0
+        for _ in range(epochs):
+            epoch = epoch_counter["hooked"] = epoch_counter["hooked"] + 1
+            ctx.set_epoch(loader, epoch)
+            model.train()
+            timer = EpochTimer()
+            loss_sum, batches = 0.0, 0
+            for step, (images, labels) in timer.iterate(ckpt.steps(loader, epoch)):
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_fn(model(images), labels)
+                loss.backward()
+                optimizer.step()
+                loss_sum, batches = loss_sum + loss.item(), batches + 1
+                timer.count(len(labels))
+                samples += len(labels)
+                if preemption.should_stop():
+                    raise RuntimeError(f"unexpected preemption at step {step}")
+            row = timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))
+            metrics.log(epoch=epoch, **row)
+            ckpt.save(Position(epoch, 0, epoch * batches))
+        return samples
+
+    rates: dict[str, list[float]] = {"bare": [], "hooked": []}
+    with Preemption(ctx) as preemption:
+        bare(), hooked(preemption)  # warm-up: DDP bucket rebuild, first checkpoint directory
+        for rep in range(reps):
+            runs = [("bare", bare), ("hooked", lambda: hooked(preemption))]
+            for name, loop in runs if rep % 2 == 0 else runs[::-1]:
+                ctx.barrier()
+                start = time.perf_counter()
+                samples = loop()
+                ctx.barrier()
+                rates[name].append(samples * ctx.world_size / (time.perf_counter() - start))
+    ckpt.wait()
+    if ctx.is_main:
+        out.put(rates)
+    ctx.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--epochs", type=int, default=2, help="epochs per measurement")
+    args = parser.parse_args()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    with tempfile.TemporaryDirectory(prefix="noderun-bench-loop-", dir=".") as root:
+        procs = [
+            context.Process(target=_worker, args=(r, port, args.reps, args.epochs, root, queue))
+            for r in range(2)
+        ]
+        for proc in procs:
+            proc.start()
+        rates: dict[str, list[float]] = queue.get(timeout=1200)
+        for proc in procs:
+            proc.join(timeout=60)
+    for rep, (bare, hooked) in enumerate(zip(rates["bare"], rates["hooked"], strict=True)):
+        print(f"rep {rep + 1}: bare {bare:7.0f} samples/s   with hooks {hooked:7.0f} samples/s")
+    paired = [h / b for b, h in zip(rates["bare"], rates["hooked"], strict=True)]
+    ratio = statistics.median(paired)
+    print(
+        f"median: bare {statistics.median(rates['bare']):.0f} samples/s, with hooks "
+        f"{statistics.median(rates['hooked']):.0f} samples/s (2 ranks, {args.epochs} epochs each)"
+    )
+    print(
+        f"overhead with hooks = {100 * (1 - ratio):.1f}% "
+        f"(ratio hooked/bare {ratio:.3f}, per repetition {min(paired):.3f}..{max(paired):.3f}; "
+        f"target <= {100 * TARGET:.0f}%)"
+    )
+
+
+if __name__ == "__main__":
+    main()
