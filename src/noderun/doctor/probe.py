@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import sys
 import threading
 import time
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -81,19 +84,32 @@ def visible_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def versions() -> dict[str, Any]:
-    import torch
-
-    cuda = torch.cuda.is_available()
-    nccl = None
-    if cuda:
-        with contextlib.suppress(Exception):
-            nccl = ".".join(str(p) for p in torch.cuda.nccl.version())  # type: ignore[no-untyped-call]
+    """Python, torch, its CUDA and NCCL, GPUs: read from the installed files, without importing
+    torch (an import costs seconds of CPU on every node; the probe should take well under one)."""
+    torch_version = cuda = nccl = None
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        torch_version = metadata.version("torch")
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        with contextlib.suppress(OSError):
+            text = (Path(spec.origin).parent / "version.py").read_text()
+            found = re.search(r"^cuda\b[^=]*=\s*'([^']+)'", text, re.M)
+            cuda = found.group(1) if found else None
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith("nvidia-nccl"):
+            nccl = dist.version
+    devices = sorted(Path("/dev").glob("nvidia[0-9]*")) if cuda else []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = len(devices)
+    if visible is not None and devices:
+        count = min(count, len([v for v in visible.split(",") if v.strip()]))
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
+        "torch": torch_version,
+        "cuda": cuda,
         "nccl": nccl,
-        "device_count": torch.cuda.device_count() if cuda else 0,
+        "device_count": count,
     }
 
 
