@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ctx.is_main,
             ["val_accuracy"],
             tensorboard=args.tensorboard,
-            resume_after_epoch=start.epoch if ckpt.resumed_from else None,
+            resume_after_epoch=start.epoch,  # rows past the checkpoint get written again
         )
         progress = EpochProgress(ctx.is_main)
         ctx.print(

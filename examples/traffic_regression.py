@@ -113,7 +113,7 @@ def train(args: argparse.Namespace) -> None:
             ctx.is_main,
             ["persistence_mae", "persistence_rmse"],
             tensorboard=args.tensorboard,
-            resume_after_epoch=start.epoch if ckpt.resumed_from else None,
+            resume_after_epoch=start.epoch,  # rows past the checkpoint get written again
         )
         progress = EpochProgress(ctx.is_main)
         loss_fn = nn.MSELoss()

@@ -184,6 +184,12 @@ class Checkpointer:
                 f"this run has {self.ctx.world_size}",
                 f"resume with {saved_world} ranks, or from an end-of-epoch checkpoint",
             )
+        if saved_world != self.ctx.world_size:
+            self.ctx.print(
+                f"noderun: {path} was written by {saved_world} ranks, this run has "
+                f"{self.ctx.world_size}: weights and optimizer carry over, the data order and "
+                "random streams differ from an uninterrupted run"
+            )
         mine = self.ctx.rank if self.ctx.rank < len(states) else 0
         own = states[mine]
         if position.step:
