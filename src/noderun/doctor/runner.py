@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ class DoctorResult:
     collective: dict[str, Any] | None
     run_dir: str
     duration_sec: float | None = None
+    step_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
@@ -51,6 +53,7 @@ class DoctorResult:
             "nodes": self.nodes,
             "run_dir": self.run_dir,
             "duration_sec": self.duration_sec,
+            "step_seconds": self.step_seconds,
             "checks": [c.to_dict() for c in self.checks],
             "collective": self.collective,
         }
@@ -72,6 +75,7 @@ class DoctorResult:
             data["collective"],
             data["run_dir"],
             data.get("duration_sec"),
+            data.get("step_seconds", {}),
         )
 
 
@@ -163,11 +167,13 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     env = {**environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
     # --label: srun keeps each task's lines whole (unlabelled output of tasks can interleave)
     step = [srun, "--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
+    began = time.monotonic()
     _, text = _run(
         [*step, *_probe_argv(hosts[0], port, n, token_file, token)],
         env,
         run_dir / "logs" / "doctor-probe.log",
     )
+    probe_sec = time.monotonic() - began
     probes = _marked(text, PROBE_MARKER)
     checks = node_checks(probes, hosts)
     master = next((p for p in probes if p.get("is_master")), {})
@@ -180,7 +186,13 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
         run_dir / "logs" / "doctor-collective.log",
     )  # fmt: skip
     checks.append(NodeCheck("all", collective_check(collective, error)))
-    return DoctorResult(f"slurm job {job}", hosts, checks, collective, str(run_dir))
+    steps = {
+        "probe": round(probe_sec, 2),
+        "collective": round(time.monotonic() - began - probe_sec, 2),
+    }
+    return DoctorResult(
+        f"slurm job {job}", hosts, checks, collective, str(run_dir), step_seconds=steps
+    )
 
 
 def render_sbatch(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> str:
