@@ -80,8 +80,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_stopped_mid_epoch_and_resumed_is_bit_identical(reference: Path, tmp_path: Path) -> None:
     stopped = tmp_path / "stopped"
-    # rank 1 raises the preemption flag at its 40th step: both ranks stop together at step 41
-    result = run(stopped, NODERUN_DEBUG_PREEMPT_AT="1:40")
+    # rank 1 raises the preemption flag at its 40th step; with the flag exchanged every step
+    # (not about once a second) both ranks stop together at step 41
+    result = run(stopped, NODERUN_DEBUG_PREEMPT_AT="1:40", NODERUN_PREEMPT_CHECK_SEC="0")
     assert result.returncode == EXIT_PREEMPTED, result.stderr[-3000:]
     assert "preempted by a signal to another rank" in result.stdout
     saved = checkpoint.latest(stopped / "checkpoints")

@@ -1,9 +1,10 @@
 """Preemption: a signal sets a flag, ranks agree at a step boundary, save, then requeue or exit.
 
 SIGUSR1 (``sbatch --signal=USR1@90``, ``scancel --signal=USR1 JOB``) and SIGTERM only set a
-flag. ``should_stop()`` is called by every rank once per step; the flag goes through an
-all-reduce (MAX) on a side gloo group, started asynchronously at one step and read at the
-next, so every rank stops at the same step and no step waits for it. After the checkpoint,
+flag. ``should_stop()`` is called by every rank once per step; about once a second (at a step
+all ranks agree on) the flag goes through an all-reduce (MAX) on a side gloo group, started
+asynchronously at one exchange and read at the next, so every rank stops at the same step and
+no step waits for it. Stopping takes about two seconds plus a step. After the checkpoint,
 ``exit()`` requeues the job (``scontrol requeue $SLURM_JOB_ID``) when it is a requeueable
 SLURM job (or requeue was forced), else exits with ``EXIT_PREEMPTED`` (75, EX_TEMPFAIL:
 "stopped on purpose, checkpoint saved, resume with ``--resume auto``").
@@ -33,6 +34,10 @@ REQUEUE_WAIT = 120.0
 # Test seam: "RANK:CALL" raises the flag on RANK at its CALL-th should_stop() (1-based)
 DEBUG_ENV = "NODERUN_DEBUG_PREEMPT_AT"
 REQUEUE_ENV = "NODERUN_REQUEUE"
+# ranks exchange the flag about once per CHECK_SEC (0: every step); NODERUN_PREEMPT_CHECK_SEC
+CHECK_SEC = 1.0
+CHECK_ENV = "NODERUN_PREEMPT_CHECK_SEC"
+MAX_INTERVAL = 10_000
 
 
 def job_requeueable(job_id: str, scontrol: str = "scontrol") -> bool:
@@ -72,6 +77,7 @@ class Preemption:
         requeue: bool | None = None,
         signals: tuple[signal.Signals, ...] = SIGNALS,
         environ: Mapping[str, str] | None = None,
+        check_sec: float = CHECK_SEC,
     ) -> None:
         self.ctx = ctx
         self.requeue = requeue
@@ -83,7 +89,15 @@ class Preemption:
         self._previous: dict[signal.Signals, Any] = {}
         self._group: Any = None
         self._work: Any = None
-        self._flag = torch.zeros(1, dtype=torch.int32)
+        self._exchange = torch.zeros(2, dtype=torch.float64)
+        self.check_sec = (
+            float(self.environ.get(CHECK_ENV, "")) if self.environ.get(CHECK_ENV) else check_sec
+        )
+        self._interval = 1  # steps between exchanges: 1 until the step time is known
+        self._next_exchange = 1
+        self._steps_exchanged = 1
+        self._last_exchange_call = 0
+        self._last_exchange_time = time.monotonic()
         rank, _, call = self.environ.get(DEBUG_ENV, "").partition(":")
         self._debug_call = int(call) if rank and int(rank) == ctx.rank else None
 
@@ -114,24 +128,37 @@ class Preemption:
         return self.received is not None
 
     def should_stop(self) -> bool:
-        """Collective, once per step on every rank: True on all ranks at the same step."""
+        """Collective, once per step on every rank: True on all ranks at the same step.
+
+        The flag travels with each rank's time since the last exchange; from the slowest
+        rank's steps per second every rank computes the same next exchange step, about
+        ``check_sec`` later, so the agreement costs one small all-reduce per ``check_sec``.
+        """
         self._calls += 1
         if self._debug_call is not None and self._calls >= self._debug_call and not self.requested:
             self._on_signal(signal.SIGUSR1, None)
-        local = 1 if self.requested else 0
         if self._group is None:
-            return bool(local)
-        decided = False
+            return self.requested
+        if self._calls < self._next_exchange:
+            return False
         if self._work is not None:
             self._work.wait()
-            decided = bool(self._flag.item())
             self._work = None
-        if decided:
-            return True
-        self._flag = torch.tensor([local], dtype=torch.int32)
-        self._work = dist.all_reduce(
-            self._flag, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+            flag, slowest = self._exchange.tolist()
+            if flag > 0:
+                return True
+            per_step = slowest / max(self._steps_exchanged, 1)
+            self._interval = int(min(max(self.check_sec / max(per_step, 1e-9), 1), MAX_INTERVAL))
+        now = time.monotonic()
+        self._steps_exchanged = self._calls - self._last_exchange_call
+        self._exchange = torch.tensor(
+            [1.0 if self.requested else 0.0, now - self._last_exchange_time], dtype=torch.float64
         )
+        self._last_exchange_call, self._last_exchange_time = self._calls, now
+        self._work = dist.all_reduce(
+            self._exchange, op=dist.ReduceOp.MAX, group=self._group, async_op=True
+        )
+        self._next_exchange = self._calls + self._interval
         return False
 
     def exit(self, saved: object = None) -> None:

@@ -119,8 +119,10 @@ class Checkpointer:
         waits for it first.
         """
         self.wait()
-        states = self.ctx.gather_object(rng.capture())
-        extras = self.ctx.gather_object(dict(extra or {}))  # per rank, like the RNG states
+        # one collective for both: every rank's RNG states and extras
+        per_rank = self.ctx.gather_object((rng.capture(), dict(extra or {})))
+        states = [state for state, _ in per_rank]
+        extras = [own for _, own in per_rank]
         trainer: dict[str, Any] = {
             "position": dataclasses.asdict(position),
             "rng": states,
@@ -158,7 +160,7 @@ class Checkpointer:
             )
         if wait:
             self.wait()
-        self.ctx.barrier()  # nobody runs ahead (or exits) before the checkpoint is written
+            self.ctx.barrier()  # no rank exits (the launcher would stop rank 0) before it is done
         return final
 
     def wait(self) -> None:
