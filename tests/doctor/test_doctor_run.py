@@ -62,3 +62,13 @@ def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
     assert (run_dir / "doctor.sbatch").is_file()
     logs = "".join(p.read_text() for p in (run_dir / "logs").iterdir())
     assert SECRET not in done.stdout + done.stderr + logs
+
+
+@pytest.mark.slurm
+def test_submit_with_more_nodes_than_the_partition_is_refused(tmp_path: Path):
+    if shutil.which("sinfo") is None:
+        pytest.skip("the Slurm lab is not running")
+    done = noderun(["doctor", "--submit", "--nodes", "64", "--run-dir", str(tmp_path / "d")])
+    assert done.returncode == 2
+    assert "--nodes 64 but partition" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "d" / "doctor.sbatch").exists()  # nothing submitted

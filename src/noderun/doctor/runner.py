@@ -217,8 +217,14 @@ def render_sbatch(nodes: int, nproc: int, run_dir: Path, partition: str | None) 
 
 def submit(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> DoctorResult:
     """sbatch the doctor, wait for the job, read back its result."""
-    from noderun.backends.slurm import sbatch, wait_for_job
+    from noderun.backends.slurm import partitions, pick_partition, sbatch, wait_for_job
 
+    part = pick_partition(partition, partitions())
+    if nodes > part.nodes:  # sbatch would accept it and the job would pend forever
+        raise UsageError(
+            f"--nodes {nodes} but partition {part.name} has {part.nodes} node(s)",
+            f"use --nodes <= {part.nodes} or another --partition",
+        )
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     script = run_dir / "doctor.sbatch"
     script.write_text(render_sbatch(nodes, nproc, run_dir, partition))
