@@ -56,6 +56,12 @@ CASES = {
         "2/3 clients joined",
         set(),
     ),
+    "torch/rendezvous_timeout_noderun.log": (
+        "rendezvous-timeout",
+        "rendezvous_timeout_noderun.log",
+        "never arrived: ranks 2",
+        {"rank-crashed"},
+    ),
     "torch/rendezvous_timeout_torchrun.log": (
         "rendezvous-timeout",
         "rendezvous_timeout_torchrun.log",

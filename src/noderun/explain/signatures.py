@@ -201,7 +201,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"[Cc]onnection (closed|reset) by peer|remote worker crash|[Bb]roken pipe|"
-        r"ECONNRESET|Socket Timeout",
+        r"ECONNRESET|Socket Timeout|Connection was likely closed|Failed to recv, got 0 bytes",
         "a rank lost its peer (that peer failed first)",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
