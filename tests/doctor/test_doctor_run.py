@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import noderun
+from tests.conftest import clean_env, noderun
 
 SECRET = "s3cr3t-value-never-printed"
 
@@ -72,3 +74,22 @@ def test_submit_with_more_nodes_than_the_partition_is_refused(tmp_path: Path):
     assert done.returncode == 2
     assert "--nodes 64 but partition" in done.stderr and len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "d" / "doctor.sbatch").exists()  # nothing submitted
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_port_held_on_the_master_fails_the_doctor(tmp_path: Path):
+    """A real stale listener on the job's port: the doctor fails and names port and fix."""
+    if shutil.which("salloc") is None:
+        pytest.skip("the Slurm lab is not running")
+    script = Path(__file__).parent / "scripts" / "hold_port_then_doctor.py"
+    done = subprocess.run(
+        ["salloc", "--nodes=2", "--time=00:05:00", sys.executable, str(script),
+         "--run-dir", str(tmp_path / "doc")],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    port = {(c["node"], c["check"]): c for c in report["checks"]}[("node1", "port-free")]
+    assert port["status"] == "FAIL" and "in use on the master" in port["detail"]
+    assert "another --master-port" in port["fix"]
