@@ -157,11 +157,13 @@ def _sharded_worker(rank: int, port: int, size_mb: int, reps: int, root: str, ou
         tag = Position(rep + 1, 0, rep + 1)
         saves = [("save", lambda p=tag: ckpt.save(p)), ("plain", plain_save)]
         for name, action in saves if rep % 2 == 0 else saves[::-1]:
+            ckpt.wait()  # no measurement overlaps another's disk traffic
             os.sync()
             ctx.barrier()
             times[name].append(timed(action))
         loads = [("load", lambda: (ckpt.resume("auto"), ctx.barrier())), ("plain_load", plain_load)]
         for name, action in loads if rep % 2 == 0 else loads[::-1]:
+            ckpt.wait()
             os.sync()
             ctx.barrier()
             times[name].append(timed(action))
