@@ -2,7 +2,8 @@
 
 Layout of ``RUN_DIR/checkpoints/<tag>/``:
 
-- ``state.pt``   full state (``format: full``; DDP or a single process), written by rank 0, or
+- ``state.pt``   full state (``format: full``; DDP or a single process), written by rank 0,
+  with ``ranks.pt``: every rank's RNG states and extras, gathered while training goes on; or
 - ``shards/``    torch.distributed.checkpoint shards of model + optimizer, one file per rank,
   and ``trainer.pt`` with everything else (``format: sharded``; FSDP2/DTensor);
 - ``meta.json``  tag, format, epoch/step, world size, time;
@@ -28,6 +29,7 @@ import torch
 from noderun.errors import UsageError
 
 STATE_FILE = "state.pt"
+RANKS_FILE = "ranks.pt"
 SHARDS_DIR = "shards"
 TRAINER_FILE = "trainer.pt"
 META_FILE = "meta.json"
@@ -175,15 +177,18 @@ def save_async(
     tag: str,
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
+    before_commit: Callable[[Path], None] | None = None,
 ) -> PendingCommit:
     """Serialize ``state`` now (later changes to it do not matter); make it durable, rename
-    and mark it complete in the background. Rank 0 only."""
+    and mark it complete in the background, after ``before_commit(tmp)``. Rank 0 only."""
     tmp = start(directory, tag)
     with open(tmp / STATE_FILE, "wb") as handle:
         torch.save(dict(state), handle)
     info = {"format": "full", **(meta or {})}
 
     def durable_commit() -> Path:
+        if before_commit is not None:
+            before_commit(tmp)
         fsync_path(tmp / STATE_FILE)
         return commit(tmp, directory, tag, info, keep)
 
@@ -243,6 +248,14 @@ def torch_load_checked(file: Path, map_location: str | torch.device = "cpu") -> 
     return state
 
 
+def read_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """``state.pt`` merged with ``ranks.pt`` (every rank's RNG states and extras)."""
+    state = torch_load_checked(path / STATE_FILE, map_location)
+    if (path / RANKS_FILE).exists():
+        state.update(torch_load_checked(path / RANKS_FILE, map_location))
+    return state
+
+
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The saved state of a complete checkpoint; ``model`` is always the full state dict.
 
@@ -251,7 +264,7 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
     path = Path(path)
     meta = read_meta(path)
     if meta["format"] == "full":
-        return torch_load_checked(path / STATE_FILE, map_location)
+        return read_full(path, map_location)
     from noderun.runtime.sharded import load_full
 
     return load_full(path, map_location)

@@ -5,7 +5,7 @@ param groups) and commits the directory. Only tensors go to DCP, so nothing is u
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -50,6 +50,7 @@ def save(
     tag: str,
     meta: Mapping[str, Any],
     keep: int,
+    collect: Callable[[], list[Any]] | None,
 ) -> checkpoint.PendingCommit | None:
     """Collective: every rank writes (and fsyncs) its shard; rank 0 then writes the rest and
     commits in the background (the PendingCommit it returns; None on the other ranks)."""
@@ -70,10 +71,13 @@ def save(
         trainer["optimizer_param_groups"] = optim_state["param_groups"]
     dcp_save(shards, storage_writer=FileSystemWriter(tmp / checkpoint.SHARDS_DIR, sync_files=True))
     ctx.barrier()  # every shard is on disk before rank 0 commits
-    if not ctx.is_main:
+    if collect is None:  # not rank 0
         return None
 
     def durable_commit() -> Path:
+        from noderun.runtime.training_state import per_rank_state
+
+        trainer.update(per_rank_state(collect()))
         checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
         return checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
 

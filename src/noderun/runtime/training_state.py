@@ -15,6 +15,7 @@ ranks are saved, each rank restores its own.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch
 from noderun.errors import UsageError
 from noderun.runtime import checkpoint, rng
 from noderun.runtime.context import Context
+from noderun.runtime.rank_states import RankStateGather
 
 T = TypeVar("T")
 
@@ -82,6 +84,11 @@ def check_shapes(source: Path, saved: Mapping[str, Any], model: torch.nn.Module)
             )
 
 
+def per_rank_state(gathered: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """``[(rng, extra), ...]`` in rank order -> ``{"rng": [...], "extra": [...]}``."""
+    return {"rng": [state for state, _ in gathered], "extra": [own for _, own in gathered]}
+
+
 class Checkpointer:
     """Rank-aware saving and resuming of model, optimizer, scheduler, position and RNG states."""
 
@@ -107,6 +114,8 @@ class Checkpointer:
         self._skip: tuple[int, int] | None = None  # (epoch, batches) to skip after resume
         self._pending_rng: dict[str, Any] | None = None
         self._pending: checkpoint.PendingCommit | None = None
+        self._gather = RankStateGather(ctx)
+        atexit.register(self.wait)  # runs before init()'s shutdown: atexit is last-in, first-out
 
     def save(
         self, position: Position, extra: Mapping[str, Any] | None = None, wait: bool = False
@@ -119,14 +128,9 @@ class Checkpointer:
         waits for it first.
         """
         self.wait()
-        # one collective for both: every rank's RNG states and extras
-        per_rank = self.ctx.gather_object((rng.capture(), dict(extra or {})))
-        states = [state for state, _ in per_rank]
-        extras = [own for _, own in per_rank]
+        collect = self._gather.start((rng.capture(), dict(extra or {})))  # rank 0 gets it later
         trainer: dict[str, Any] = {
             "position": dataclasses.asdict(position),
-            "rng": states,
-            "extra": extras,
             "world_size": self.ctx.world_size,
         }
         if self.scheduler is not None:
@@ -150,13 +154,19 @@ class Checkpointer:
                 position.tag,
                 meta,
                 self.keep,
+                collect,
             )
-        elif self.ctx.is_main:
+        elif collect is not None:
             trainer["model"] = unwrap(self.model).state_dict()
             if self.optimizer is not None:
                 trainer["optimizer"] = self.optimizer.state_dict()
+
+            def write_ranks(tmp: Path) -> None:
+                ranks = per_rank_state(collect())
+                checkpoint.torch_save_durably(ranks, tmp / checkpoint.RANKS_FILE)
+
             self._pending = checkpoint.save_async(
-                trainer, self.directory, position.tag, self.keep, meta
+                trainer, self.directory, position.tag, self.keep, meta, write_ranks
             )
         if wait:
             self.wait()
@@ -168,6 +178,7 @@ class Checkpointer:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.wait()
+        self._gather.wait_sent()
 
     def resume(self, spec: str | Path | None) -> Position:
         """Load ``spec`` (None: fresh start; ``auto``: newest in the run dir; a path) into the
@@ -236,7 +247,7 @@ class Checkpointer:
 
             trainer = sharded.load_into(path, self.model, self.optimizer)
         else:
-            trainer = checkpoint.torch_load_checked(path / checkpoint.STATE_FILE)
+            trainer = checkpoint.read_full(path)
             model_state = trainer.get("model")
             if not isinstance(model_state, dict):
                 raise UsageError(f"checkpoint {path / checkpoint.STATE_FILE} holds no model", "")
