@@ -153,7 +153,8 @@ class SbatchPlan:
         ]
         lines = [f"#SBATCH --{key}={value}" for key, value in options if value is not None]
         if req.requeue:
-            lines.append("#SBATCH --requeue")
+            # a requeued job reuses its output file: append, or the first run's output is lost
+            lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
         return lines
 
     def run_argv(self) -> list[str]:

@@ -34,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         parser, "--nproc-per-node", type=positive_int, default=1, help="processes per node"
     )
     add_env_option(parser, "--run-dir", type=Path, help="run directory (default runs/<name>-…)")
-    add_env_option(parser, "--master-port", type=port_number, help="rendezvous port (default: free)")
+    add_env_option(
+        parser, "--master-port", type=port_number, help="rendezvous port (default: free)"
+    )
     run_slurm.add_allocation_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     parser.add_argument("script", help="training script (.py)")
@@ -160,8 +162,14 @@ def _report(plan: LaunchPlan, result: RunResult) -> None:
         )
     elif result.failure:
         failure = result.failure
-        log = plan.run_dir / "logs" / (
-            f"rank{failure.rank}.log" if failure.rank is not None else f"node{failure.node_rank}.agent.log"
+        log = (
+            plan.run_dir
+            / "logs"
+            / (
+                f"rank{failure.rank}.log"
+                if failure.rank is not None
+                else f"node{failure.node_rank}.agent.log"
+            )
         )
         if failure.rank is None:
             for line in tail(log, 15):
