@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import json
 import os
 import re
 import signal
@@ -19,6 +18,7 @@ from typing import IO
 
 import psutil
 
+from noderun import failures
 from noderun.plan import LaunchPlan
 
 _PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)
@@ -27,8 +27,6 @@ _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _EXCEPTION = re.compile(
     r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
 )
-# errors a rank raises only because another rank died first
-SECONDARY = ("Connection closed by peer", "Connection reset by peer", "remote worker crash")
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -212,24 +210,18 @@ class LocalSupervisor:
 
     def _first_failure(self, observed: RankFailure) -> RankFailure:
         """Prefer the earliest primary error recorded by ranks over the first exit observed."""
-        records = []
-        for path in self.logs.glob("rank*.error.json"):
-            with contextlib.suppress(OSError, ValueError):
-                records.append(json.loads(path.read_text()))
-        primary = [r for r in records if not any(s in r.get("error", "") for s in SECONDARY)]
-        if not primary:
+        first = failures.first_primary(failures.read_all(self.logs))
+        if first is None:
             return observed
-        first = min(primary, key=lambda r: float(r["time"]))
-        if observed.rank == first["rank"]:
-            observed.error = first["error"]
+        if observed.rank == first.rank:
+            observed.error = first.error
             return observed
-        nproc = self.plan.nproc_per_node
         return RankFailure(
-            node_rank=int(first["node_rank"]),
-            rank=int(first["rank"]),
-            local_rank=int(first["rank"]) % nproc,
-            exit_code=1,
-            error=first["error"],
+            node_rank=first.node_rank,
+            rank=first.rank,
+            local_rank=first.rank % self.plan.nproc_per_node,
+            exit_code=first.exit_code,
+            error=first.error,
         )
 
     def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:

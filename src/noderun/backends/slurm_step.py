@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import threading
 import time
 from typing import IO
 
-from noderun.backends.local import SECONDARY
+from noderun import failures
 from noderun.plan.slurm import LaunchMode, StepPlan
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
@@ -184,7 +183,7 @@ class StepSupervisor:
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
             return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
         records = self._error_records()
-        primary = [r for r in records.values() if not _secondary(r[2])]
+        primary = [r for r in records.values() if not failures.is_secondary(r[2])]
         if primary:
             _, rank, error = min(primary)
             node = plan.node_of_rank(rank)
@@ -198,7 +197,8 @@ class StepSupervisor:
         causes = [
             (root.get("exit_code", 1) >= 0, node, root)
             for node, root in sorted(self._root.items())
-            if "rank" in root and not _secondary(records.get(root["rank"], (0, 0, ""))[2])
+            if "rank" in root
+            and not failures.is_secondary(records.get(root["rank"], (0, 0, ""))[2])
         ]
         if causes:
             _, node, root = min(causes, key=lambda c: (c[0], c[1]))
@@ -222,14 +222,4 @@ class StepSupervisor:
 
     def _error_records(self) -> dict[int, tuple[float, int, str]]:
         """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""
-        records: dict[int, tuple[float, int, str]] = {}
-        for path in self.logs.glob("rank*.error.json"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                data = json.loads(path.read_text())
-                records[int(data["rank"])] = (float(data["time"]), int(data["rank"]), data["error"])
-        return records
-
-
-def _secondary(error: str) -> bool:
-    """Errors a rank raises only because another rank died first."""
-    return any(marker in error for marker in SECONDARY)
+        return {r.rank: (r.time, r.rank, r.error) for r in failures.read_all(self.logs)}

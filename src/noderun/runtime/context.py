@@ -18,12 +18,14 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from noderun import failures
 from noderun.errors import NoderunError
 from noderun.runtime.rendezvous import fail_fast_store
 from noderun.topology import Launcher, Topology
 
 T = TypeVar("T")
 
+_active: Context | None = None  # the context init() returned, for error records
 DEFAULT_JOIN_TIMEOUT = 30.0
 DEFAULT_COLLECTIVE_TIMEOUT = 600.0
 
@@ -226,6 +228,8 @@ def init(
     if ctx.is_main:
         _write_runtime_json(ctx, hosts, time.monotonic() - started)
     atexit.register(ctx.shutdown)
+    global _active
+    _active = ctx
     _record_uncaught(ctx)
     return ctx
 
@@ -236,20 +240,30 @@ def _record_uncaught(ctx: Context) -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
-        with contextlib.suppress(Exception):
-            record = {
-                "rank": ctx.rank,
-                "node_rank": ctx.node_rank,
-                "host": socket.gethostname(),
-                "time": time.time(),
-                "error": f"{kind.__name__}: {value}".splitlines()[0][:500],
-            }
-            logs = ctx.run_dir / "logs"
-            logs.mkdir(parents=True, exist_ok=True)
-            (logs / f"rank{ctx.rank}.error.json").write_text(json.dumps(record))
+        record_error(value)
         previous(kind, value, tb)
 
     sys.excepthook = hook
+
+
+def record_error(error: BaseException, exit_code: int = 1) -> None:
+    """Leave this rank's error record for the launcher (no-op before ``init()``)."""
+    ctx = _active
+    if ctx is None:
+        return
+    with contextlib.suppress(Exception):
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        failures.write(
+            ctx.run_dir / "logs",
+            failures.ErrorRecord(
+                rank=ctx.rank,
+                node_rank=ctx.node_rank,
+                host=socket.gethostname(),
+                time=time.time(),
+                error=text,
+                exit_code=exit_code,
+            ),
+        )
 
 
 def _write_runtime_json(ctx: Context, hosts: list[str], init_seconds: float) -> None:

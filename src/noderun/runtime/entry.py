@@ -19,6 +19,9 @@ def run_main(main: Callable[[], object]) -> int:
     try:
         main()
     except NoderunError as err:
+        from noderun.runtime.context import record_error
+
+        record_error(err, err.exit_code)  # the launcher names this rank and passes the code on
         rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
         if rank == "0" or not getattr(err, "agreed", False):
             sys.stderr.write(f"{type(err).__name__}: {err}\n")
