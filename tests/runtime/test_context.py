@@ -79,27 +79,33 @@ def test_under_plain_torchrun(tmp_path: Path) -> None:
     assert runtime["topology"]["launcher"] == "torchrun" and runtime["world_size"] == 2
 
 
-@pytest.mark.slow
-def test_missing_ranks_fail_fast_and_are_named(tmp_path: Path) -> None:
-    """Only rank 0 of a 3-rank world starts: it must fail within the join timeout, naming 1, 2."""
-    port = _free_port()
-    started = time.monotonic()
-    result = subprocess.run(
+def _one_rank_of(
+    world: int, rank: int, port: int, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """Start only ``rank`` of a ``world``-rank job (hand-set env, no torchrun), 3 s join timeout."""
+    return subprocess.run(
         [sys.executable, str(SCRIPTS / "gang.py")],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=tmp_path,
         env=clean_env(
-            RANK="0",
-            WORLD_SIZE="3",
-            LOCAL_RANK="0",
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(rank),
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(port),
             NODERUN_JOIN_TIMEOUT="3",
             NODERUN_RUN_DIR=str(tmp_path / "run"),
         ),
     )
+
+
+@pytest.mark.slow
+def test_missing_ranks_fail_fast_and_are_named(tmp_path: Path) -> None:
+    """Only rank 0 of a 3-rank world starts: it must fail within the join timeout, naming 1, 2."""
+    started = time.monotonic()
+    result = _one_rank_of(3, 0, _free_port(), tmp_path)
     assert result.returncode != 0
     assert "1/3 ranks joined" in result.stderr
     assert "never arrived: ranks 1,2" in result.stderr
@@ -110,21 +116,7 @@ def test_missing_ranks_fail_fast_and_are_named(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_unreachable_master_is_named(tmp_path: Path) -> None:
     port = _free_port()
-    result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gang.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=clean_env(
-            RANK="1",
-            WORLD_SIZE="2",
-            LOCAL_RANK="1",
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            NODERUN_JOIN_TIMEOUT="3",
-        ),
-    )
+    result = _one_rank_of(2, 1, port, tmp_path)
     assert result.returncode != 0
     assert f"could not reach the master 127.0.0.1:{port}" in result.stderr
 
