@@ -123,3 +123,17 @@ def add_env_option(
         except (argparse.ArgumentTypeError, ValueError) as err:
             raise UsageError(f"{source}={raw!r}: {err}", f"fix or unset {source}") from None
     parser.add_argument(flag, dest=dest, type=type, default=default, help=f"{help} [{name}]")
+
+
+def add_script_arguments(parser: argparse.ArgumentParser) -> None:
+    """``SCRIPT [ARGS…]``: everything after SCRIPT goes to the script untouched."""
+    parser.add_argument("script", help="training script (.py)")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
+
+
+def existing_script(text: str) -> Path:
+    """The training script as a Path, or a UsageError naming it."""
+    script = Path(text)
+    if not script.is_file():
+        raise UsageError(f"script {text!r} not found", "check the path (relative to cwd)")
+    return script

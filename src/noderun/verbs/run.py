@@ -17,7 +17,13 @@ from noderun.exit_codes import EXIT_PREEMPTED, EXIT_USAGE, PASSED_THROUGH
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
-from noderun.verbs.options import add_env_option, port_number, positive_int
+from noderun.verbs.options import (
+    add_env_option,
+    add_script_arguments,
+    existing_script,
+    port_number,
+    positive_int,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,16 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     run_slurm.add_allocation_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
-    parser.add_argument("script", help="training script (.py)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
+    add_script_arguments(parser)
     parser.set_defaults(handler=main)
 
 
 def build_plan(args: argparse.Namespace) -> LaunchPlan:
     """Check every input before anything starts; raise UsageError with the fix."""
-    script = Path(args.script)
-    if not script.is_file():
-        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    script = existing_script(args.script)
     run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
     if (run_dir / rundir.RUN_JSON).exists():
         raise UsageError(

@@ -23,7 +23,7 @@ from noderun.node import hostnames
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.topology import port_for_job, require_free_port, tasks_per_node
-from noderun.verbs.options import add_env_option
+from noderun.verbs.options import add_env_option, existing_script
 
 
 def add_allocation_options(parser: argparse.ArgumentParser) -> None:
@@ -66,9 +66,7 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
 def build_step(args: argparse.Namespace, environ: Mapping[str, str]) -> StepPlan:
     """Check the request against the allocation; raise UsageError with the fix."""
     job_id = environ["SLURM_JOB_ID"]
-    script = Path(args.script)
-    if not script.is_file():
-        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    script = existing_script(args.script)
     allocated = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
     nnodes = args.nnodes or len(allocated) or 1
     if nnodes > len(allocated):

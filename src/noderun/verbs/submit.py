@@ -12,7 +12,13 @@ from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
-from noderun.verbs.options import add_env_option, port_number, positive_int
+from noderun.verbs.options import (
+    add_env_option,
+    add_script_arguments,
+    existing_script,
+    port_number,
+    positive_int,
+)
 
 SCRIPT_NAME = "job.sbatch"
 
@@ -61,15 +67,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     parser.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     parser.add_argument("--wait", action="store_true", help="follow the job; exit with its code")
-    parser.add_argument("script", help="training script (.py)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
+    add_script_arguments(parser)
     parser.set_defaults(handler=main)
 
 
 def build_request(args: argparse.Namespace) -> SubmitRequest:
-    script = Path(args.script)
-    if not script.is_file():
-        raise UsageError(f"script {args.script!r} not found", "check the path (relative to cwd)")
+    script = existing_script(args.script)
     run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
     if run_dir.exists() and any(run_dir.iterdir()):
         raise UsageError(f"run directory {run_dir} is not empty", "pass a new --run-dir")
