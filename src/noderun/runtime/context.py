@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
+import gc
 import json
 import os
 import platform
@@ -161,19 +162,29 @@ class Context:
         ids = [self.device.index] if self.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids)
 
-    def shutdown(self) -> None:
-        """Destroy the process group; safe to call twice and at exit."""
+    def shutdown(self, *, synchronize: bool = True) -> None:
+        """Destroy the process group; safe to call twice and at exit.
+
+        With ``synchronize`` (a clean end) every rank first meets at a barrier, so no rank tears
+        its connections down while a peer is still mid-collective, and the tensors finished
+        collectives still hold are freed while the interpreter is fully alive: gloo otherwise
+        may abort a rank at exit ("terminate called without an active exception")."""
         if self._closed:
             return
         self._closed = True
-        if self.distributed:
-            dist.destroy_process_group()
+        if not self.distributed:
+            return
+        if synchronize:
+            with contextlib.suppress(Exception):  # a peer gone already: nothing to wait for
+                dist.barrier()
+        gc.collect()
+        dist.destroy_process_group()
 
     def __enter__(self) -> Context:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        self.shutdown(synchronize=exc_type is None)
 
     def __repr__(self) -> str:
         return f"Context({self.topology.describe()}, backend={self.backend}, device={self.device})"
@@ -227,7 +238,7 @@ def init(
     hosts = ctx.gather_object(socket.gethostname())
     if ctx.is_main:
         _write_runtime_json(ctx, hosts, time.monotonic() - started)
-    atexit.register(ctx.shutdown)
+    atexit.register(ctx.shutdown, synchronize=False)
     global _active
     _active = ctx
     _record_uncaught(ctx)
