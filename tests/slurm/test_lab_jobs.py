@@ -133,14 +133,14 @@ def test_concurrent_jobs_on_shared_nodes_both_modes_hostile_args(tmp_path: Path)
 
 
 def test_run_inside_salloc_both_modes(tmp_path: Path) -> None:
-    """srun mode on 2 nodes x 2 (classifier) and torchrun mode on 3 nodes (plain torch)."""
+    """The classifier inside salloc: srun mode on 2 nodes x 2 and torchrun mode on 3 nodes."""
     srun = salloc(
         ["--nodes=2", "--ntasks-per-node=2", PYTHON, "-m", "noderun", "run", "--mode=srun",
          "--nproc-per-node=2", f"--run-dir={tmp_path / 'srun'}", str(CLASSIFIER), "--epochs", "1"]
     )  # fmt: skip
     torchrun = salloc(
         ["--nodes=3", PYTHON, "-m", "noderun", "run", "--nproc-per-node=1",
-         f"--run-dir={tmp_path / 'torchrun'}", str(WORKLOADS / "plain_contract.py"), "z"]
+         f"--run-dir={tmp_path / 'torchrun'}", str(CLASSIFIER), "--epochs", "1"]
     )  # fmt: skip
     out_srun, _ = srun.communicate(timeout=300)
     out_torchrun, _ = torchrun.communicate(timeout=300)
@@ -149,11 +149,56 @@ def test_run_inside_salloc_both_modes(tmp_path: Path) -> None:
     run = _check_classifier_run(tmp_path / "srun", world=4, nodes=2)
     assert run["mode"] == "srun"
     assert read_json(tmp_path / "srun" / "runtime.json")["topology"]["launcher"] == "env"
-    hosts = read_json(tmp_path / "torchrun" / "run.json")["hosts"]
-    for rank in range(3):
-        (seen,) = contract_lines(tmp_path / "torchrun", rank)
-        assert (seen["rank"], seen["world_size"], seen["host"]) == (rank, 3, hosts[rank])
-    assert re.search(r"^2:2\| CONTRACT ", out_torchrun, re.MULTILINE)
+    run = _check_classifier_run(tmp_path / "torchrun", world=3, nodes=3)
+    assert (run["mode"], run["launch"]) == ("torchrun", "srun")
+    assert read_json(tmp_path / "torchrun" / "runtime.json")["topology"]["launcher"] == "torchrun"
+    assert re.search(r"^0:0\| epoch 1/1", out_torchrun, re.MULTILINE), out_torchrun
+
+
+def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: Path) -> None:
+    """With the tests above, the classifier runs on 2 and 3 nodes in both modes, submitted and
+    inside salloc: here submitted srun mode (2 x 2, 3 x 1) and salloc torchrun 2 x 2 and srun
+    3 x 1, all at once (the lab queues what does not fit)."""
+    classifier = [str(CLASSIFIER), "--epochs", "1"]
+    submitted = {
+        "submit-srun-2x2": ["--mode", "srun", "--nodes", "2", "--nproc-per-node", "2"],
+        "submit-srun-3x1": ["--mode", "srun", "--nodes", "3", "--nproc-per-node", "1"],
+    }
+    ids = {}
+    for name, args in submitted.items():
+        result = noderun(
+            ["submit", "--time", "5", "--run-dir", str(tmp_path / name), *args, *classifier],
+            cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stderr
+        ids[name] = job_id_of(result.stdout)
+    allocations = {
+        "salloc-torchrun-2x2": (["--nodes=2", "--ntasks-per-node=2"], ["--nproc-per-node=2"]),
+        "salloc-srun-3x1": (["--nodes=3"], ["--mode=srun", "--nproc-per-node=1"]),
+    }
+    noderun_run = [PYTHON, "-m", "noderun", "run"]
+    started = {
+        name: salloc([*alloc, *noderun_run, *run, f"--run-dir={tmp_path / name}", *classifier])
+        for name, (alloc, run) in allocations.items()
+    }
+    for name, job_id in ids.items():
+        assert wait(job_id).state == "COMPLETED", name
+    for name, process in started.items():
+        out, _ = process.communicate(timeout=420)
+        assert process.returncode == 0, f"{name}: {out}"
+
+    expected = {
+        "submit-srun-2x2": ("srun", 4, 2),
+        "submit-srun-3x1": ("srun", 3, 3),
+        "salloc-torchrun-2x2": ("torchrun", 4, 2),
+        "salloc-srun-3x1": ("srun", 3, 3),
+    }
+    for name, (mode, world, nodes) in expected.items():
+        run = _check_classifier_run(tmp_path / name, world=world, nodes=nodes)
+        assert run["mode"] == mode, name
+        launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
+        assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
+        assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
 
 
 def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:
