@@ -14,12 +14,16 @@ Same state, same run, alternating order, median of --reps:
     .venv/bin/python bench/checkpoint.py [--size-mb 192] [--reps 5]
 
 Ratios are medians of per-repetition ratios (both sides run back to back in each repetition,
-order alternating). Ends with one line: the worst ratio, target >= 0.90.
+order alternating). A load takes tens of milliseconds from the page cache, so within each
+repetition every load runs LOAD_TRIES times, alternating sides, and its best time counts
+(as timeit does); saves run SAVE_TRIES times each, likewise. Ends with one
+line: the worst ratio, target >= 0.90.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import socket
@@ -35,6 +39,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 TARGET = 0.90
+LOAD_TRIES = 3
+SAVE_TRIES = 2  # saves wait on the disk: noisy
 WIDTH = 2048  # one Linear(2048, 2048) is 16 MiB of float32 weights
 
 
@@ -88,21 +94,30 @@ def bench_full(size_mb: int, reps: int, root: Path) -> dict[str, list[float]]:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
 
+    count = itertools.count(1)
+
+    def fresh() -> Position:
+        step = next(count)
+        return Position(step, 0, step)
+
+    actions: list[tuple[str, Callable[[], Any]]] = [
+        ("save", lambda: ckpt.save(fresh())),  # returns once serialized; commit runs on
+        ("save_durable", lambda: ckpt.save(fresh(), wait=True)),
+        ("plain", lambda: torch.save(plain_state(), plain)),
+        ("plain_fsync", lambda: fsynced_torch_save(plain_state(), plain)),
+        ("load", lambda: ckpt.resume("auto")),
+        ("plain_load", plain_load),
+    ]
     for rep in range(reps):
-        tag = Position(2 * rep + 1, 0, 2 * rep + 1)
-        durable = Position(2 * rep + 2, 0, 2 * rep + 2)
-        actions: list[tuple[str, Callable[[], Any]]] = [
-            ("save", lambda p=tag: ckpt.save(p)),  # returns once serialized; commit runs on
-            ("save_durable", lambda p=durable: ckpt.save(p, wait=True)),
-            ("plain", lambda: torch.save(plain_state(), plain)),
-            ("plain_fsync", lambda: fsynced_torch_save(plain_state(), plain)),
-            ("load", lambda: ckpt.resume("auto")),
-            ("plain_load", plain_load),
-        ]
-        for name, action in actions if rep % 2 == 0 else actions[::-1]:
-            ckpt.wait()  # no measurement overlaps another's disk traffic
-            os.sync()
-            times[name].append(timed(action))
+        best: dict[str, float] = {}
+        for tries, group in ((SAVE_TRIES, actions[:4]), (LOAD_TRIES, actions[4:])):
+            for _ in range(tries):
+                for name, action in group if rep % 2 == 0 else group[::-1]:
+                    ckpt.wait()  # no measurement overlaps another's disk traffic
+                    os.sync()
+                    best[name] = min(best.get(name, float("inf")), timed(action))
+        for name, seconds in best.items():
+            times[name].append(seconds)
     ckpt.wait()
     ctx.shutdown()
     return times
@@ -155,20 +170,29 @@ def _sharded_worker(rank: int, port: int, size_mb: int, reps: int, root: str, ou
         ctx.barrier()
 
     times: dict[str, list[float]] = {k: [] for k in ("save", "plain", "load", "plain_load")}
+    count = itertools.count(1)
     for rep in range(reps):
-        tag = Position(rep + 1, 0, rep + 1)
-        saves = [("save", lambda p=tag: ckpt.save(p)), ("plain", plain_save)]
-        for name, action in saves if rep % 2 == 0 else saves[::-1]:
-            ckpt.wait()  # no measurement overlaps another's disk traffic
-            os.sync()
-            ctx.barrier()
-            times[name].append(timed(action))
+        best_save: dict[str, float] = {}
+        for _ in range(SAVE_TRIES):
+            step = next(count)
+            saves = [("save", lambda s=step: ckpt.save(Position(s, 0, s))), ("plain", plain_save)]
+            for name, action in saves if rep % 2 == 0 else saves[::-1]:
+                ckpt.wait()  # no measurement overlaps another's disk traffic
+                os.sync()
+                ctx.barrier()
+                best_save[name] = min(best_save.get(name, float("inf")), timed(action))
+        for name, seconds in best_save.items():
+            times[name].append(seconds)
         loads = [("load", lambda: (ckpt.resume("auto"), ctx.barrier())), ("plain_load", plain_load)]
-        for name, action in loads if rep % 2 == 0 else loads[::-1]:
-            ckpt.wait()
-            os.sync()
-            ctx.barrier()
-            times[name].append(timed(action))
+        ckpt.wait()
+        os.sync()
+        best: dict[str, float] = {}
+        for _ in range(LOAD_TRIES):
+            for name, action in loads if rep % 2 == 0 else loads[::-1]:
+                ctx.barrier()
+                best[name] = min(best.get(name, float("inf")), timed(action))
+        for name, seconds in best.items():
+            times[name].append(seconds)
     if ctx.is_main:
         out.put(times)
     ctx.shutdown()

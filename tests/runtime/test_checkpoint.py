@@ -132,6 +132,17 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path: Path, stop_at: i
         assert torch.equal(baseline[key], resumed[key]), key
 
 
+def test_resume_leaves_no_mapping_of_the_checkpoint_behind(tmp_path: Path) -> None:
+    """The resume reads state.pt memory-mapped (one copy less); nothing may keep the file
+    mapped afterwards, or pruning it would fail on NFS and hold its disk space."""
+    ctx = noderun.init(run_dir=tmp_path / "run", environ={})
+    _train(ctx, None, 3)
+    resumed, ckpt = _train(ctx, "auto", None)
+    assert ckpt.resumed_from is not None and resumed
+    maps = Path("/proc/self/maps").read_text()
+    assert str(tmp_path) not in maps, [line for line in maps.splitlines() if str(tmp_path) in line]
+
+
 def _model_run(tmp_path: Path) -> tuple[noderun.Context, Path]:
     ctx = noderun.init(run_dir=tmp_path / "run", environ={})
     _train(ctx, None, None, epochs=1)

@@ -229,10 +229,15 @@ def check_loadable(path: Path) -> None:
         )
 
 
-def torch_load_checked(file: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """``torch.load(weights_only=True)`` of a checkpoint file; corrupt files give one line."""
+def torch_load_checked(
+    file: Path, map_location: str | torch.device = "cpu", mmap: bool = False
+) -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` of a checkpoint file; corrupt files give one line.
+
+    ``mmap``: tensors map the file's pages instead of being read into fresh memory; for state
+    that is copied into a model at once (resume), this saves one copy of every tensor."""
     try:
-        state = torch.load(file, map_location=map_location, weights_only=True)
+        state = torch.load(file, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise UsageError(
             f"checkpoint file {file} is missing", "resume from an earlier one"
@@ -248,9 +253,11 @@ def torch_load_checked(file: Path, map_location: str | torch.device = "cpu") -> 
     return state
 
 
-def read_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def read_full(
+    path: Path, map_location: str | torch.device = "cpu", mmap: bool = False
+) -> dict[str, Any]:
     """``state.pt`` merged with ``ranks.pt`` (every rank's RNG states and extras)."""
-    state = torch_load_checked(path / STATE_FILE, map_location)
+    state = torch_load_checked(path / STATE_FILE, map_location, mmap)
     if (path / RANKS_FILE).exists():
         state.update(torch_load_checked(path / RANKS_FILE, map_location))
     return state

@@ -84,12 +84,27 @@ def save(
     return checkpoint.PendingCommit(durable_commit)
 
 
-def saved_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Global shapes of the model tensors in a sharded checkpoint, from DCP's metadata."""
+def _reader(path: Path) -> Any:
+    """A FileSystemReader of ``path``'s shards that reads DCP's metadata file only once (the
+    shape check and the load both need it)."""
     from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from torch.distributed.checkpoint.metadata import Metadata
 
+    class OnceReader(FileSystemReader):
+        _metadata: Metadata | None = None
+
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+            if self._metadata is None:
+                self._metadata = super().read_metadata(*args, **kwargs)
+            return self._metadata
+
+    return OnceReader(path / checkpoint.SHARDS_DIR)
+
+
+def saved_shapes(path: Path, reader: Any = None) -> dict[str, tuple[int, ...]]:
+    """Global shapes of the model tensors in a sharded checkpoint, from DCP's metadata."""
     try:
-        metadata = FileSystemReader(path / checkpoint.SHARDS_DIR).read_metadata()
+        metadata = (reader or _reader(path)).read_metadata()
     except Exception as err:
         raise UsageError(
             f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
@@ -105,20 +120,25 @@ def saved_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 def load_into(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
 ) -> dict[str, Any]:
-    """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``."""
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``.
+    ``trainer.pt`` is read in a thread while DCP reads the shards."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
     from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
     from noderun.runtime.training_state import check_shapes
 
-    check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path), model)
-    trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE)
-    model_state, optim_state = get_state_dict(model, [optimizer] if optimizer else [])
-    shards: dict[str, Any] = {"model": model_state}
-    if optimizer is not None:
-        shards["optim"], _ = _split(cast(Mapping[str, Any], optim_state["state"]))
-    dcp_load(shards, storage_reader=FileSystemReader(path / checkpoint.SHARDS_DIR))
+    reader = _reader(path)
+    check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path, reader), model)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(checkpoint.torch_load_checked, path / checkpoint.TRAINER_FILE)
+        model_state, optim_state = get_state_dict(model, [optimizer] if optimizer else [])
+        shards: dict[str, Any] = {"model": model_state}
+        if optimizer is not None:
+            shards["optim"], _ = _split(cast(Mapping[str, Any], optim_state["state"]))
+        dcp_load(shards, storage_reader=reader)
+        trainer = reading.result()
     if optimizer is None:
         set_state_dict(model, [], model_state_dict=shards["model"], optim_state_dict={})
         return trainer

@@ -84,6 +84,17 @@ def check_shapes(source: Path, saved: Mapping[str, Any], model: torch.nn.Module)
             )
 
 
+def _owned(tree: Any) -> Any:
+    """``tree`` with every tensor cloned (out of a memory-mapped file into this process)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.clone()
+    if isinstance(tree, dict):
+        return {k: _owned(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_owned(v) for v in tree)
+    return tree
+
+
 def per_rank_state(gathered: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
     """``[(rng, extra), ...]`` in rank order -> ``{"rng": [...], "extra": [...]}``."""
     return {"rng": [state for state, _ in gathered], "extra": [own for _, own in gathered]}
@@ -247,7 +258,7 @@ class Checkpointer:
 
             trainer = sharded.load_into(path, self.model, self.optimizer)
         else:
-            trainer = checkpoint.read_full(path)
+            trainer = checkpoint.read_full(path, mmap=True)  # copied into the model at once
             model_state = trainer.get("model")
             if not isinstance(model_state, dict):
                 raise UsageError(f"checkpoint {path / checkpoint.STATE_FILE} holds no model", "")
@@ -256,7 +267,12 @@ class Checkpointer:
                 {k: v.shape for k, v in model_state.items()},
                 self.model,
             )
-            unwrap(self.model).load_state_dict(model_state)
+            unwrap(self.model).load_state_dict(model_state)  # copies out of the mapping
+            # the optimizer and scheduler keep the tensors they are given: own them, so no
+            # mapping of the file outlives the resume (pruning it later must work, on NFS too)
+            for part in ("optimizer", "scheduler"):
+                if part in trainer:
+                    trainer[part] = _owned(trainer[part])
             if self.optimizer is not None:
                 self._load_part(path, "optimizer", self.optimizer, trainer)
         if self.scheduler is not None:
@@ -285,6 +301,8 @@ class Checkpointer:
             result = action()
         except UsageError as err:
             error = err
+        if not self.ctx.all_reduce_sum(0.0 if error is None else 1.0):
+            return result  # type: ignore[return-value]  # one small all_reduce when all is well
         errors = self.ctx.gather_object(None if error is None else (error.problem, error.hint))
         first = next((e for e in errors if e is not None), None)
         if first is not None:
