@@ -52,15 +52,19 @@ def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
         pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
     run_dir = tmp_path / "doc"
     done = noderun(
-        ["doctor", "--submit", "--nodes", "2", "--json", "--run-dir", str(run_dir)],
+        ["doctor", "--submit", "--nodes", "3", "--json", "--run-dir", str(run_dir)],
         timeout=300,
         HF_TOKEN=SECRET,
     )
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     assert report["mode"].startswith("slurm job ")
-    assert_report(report, ["node1", "node2"], 2)
-    assert [p["nodes"] for p in report["collective"]["pairs"]] == [["node1", "node2"]]
+    assert_report(report, ["node1", "node2", "node3"], 3)
+    pairs = report["collective"]["pairs"]  # one link round measures all three pairs
+    expected = [["node1", "node2"], ["node1", "node3"], ["node2", "node3"]]
+    assert [p["nodes"] for p in pairs] == expected
+    assert all(p["bandwidth_bytes_per_sec"] > 0 for p in pairs)
+    assert set(report["collective"]["seconds"]) == {"init", "all_reduce", "links"}
     assert (run_dir / "doctor.sbatch").is_file()
     logs = "".join(p.read_text() for p in (run_dir / "logs").iterdir())
     assert SECRET not in done.stdout + done.stderr + logs
