@@ -26,7 +26,6 @@ import argparse
 import itertools
 import os
 import shutil
-import socket
 import statistics
 import tempfile
 import time
@@ -35,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 from torch import nn
+from two_ranks import run_two_ranks
 
 TARGET = 0.90
 LOAD_TRIES = 3
@@ -123,11 +122,7 @@ def bench_full(size_mb: int, reps: int, root: Path) -> dict[str, list[float]]:
     return times
 
 
-def _sharded_worker(rank: int, port: int, size_mb: int, reps: int, root: str, out: Any) -> None:
-    os.environ.update(
-        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port), NODERUN_RUN_DIR=str(Path(root) / "sharded-run"),
-    )  # fmt: skip
+def _sharded_worker(size_mb: int, reps: int, root: str) -> dict[str, list[float]]:
     torch.set_num_threads(1)
     from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -193,26 +188,14 @@ def _sharded_worker(rank: int, port: int, size_mb: int, reps: int, root: str, ou
                 best[name] = min(best.get(name, float("inf")), timed(action))
         for name, seconds in best.items():
             times[name].append(seconds)
-    if ctx.is_main:
-        out.put(times)
     ctx.shutdown()
+    return times
 
 
 def bench_sharded(size_mb: int, reps: int, root: Path) -> dict[str, list[float]]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    context = mp.get_context("spawn")
-    queue = context.Queue()
-    procs = [
-        context.Process(target=_sharded_worker, args=(r, port, size_mb, reps, str(root), queue))
-        for r in range(2)
-    ]
-    for proc in procs:
-        proc.start()
-    times: dict[str, list[float]] = queue.get(timeout=600)
-    for proc in procs:
-        proc.join(timeout=60)
+    times: dict[str, list[float]] = run_two_ranks(
+        _sharded_worker, (size_mb, reps, str(root)), str(root / "sharded-run"), timeout=600
+    )
     return times
 
 

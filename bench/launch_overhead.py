@@ -11,7 +11,6 @@ drifts of a shared machine better than a ratio of medians.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,14 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from noderun.topology import free_port
+
 WORKLOAD = str(Path(__file__).with_name("allreduce_once.py"))
 TARGET = 1.10
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def time_noderun(run_dir: Path) -> float:

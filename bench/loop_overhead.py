@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
-import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 from torch import nn
+from two_ranks import run_two_ranks
 
 TARGET = 0.03
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp_classifier.py"
@@ -39,11 +36,7 @@ def load_example() -> ModuleType:
     return module
 
 
-def _worker(rank: int, port: int, reps: int, epochs: int, root: str, out: Any) -> None:
-    os.environ.update(
-        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port), NODERUN_RUN_DIR=root,
-    )  # fmt: skip
+def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
     torch.set_num_threads(1)
     import noderun
     from noderun.runtime.metrics import EpochTimer, MetricsLogger
@@ -117,9 +110,8 @@ def _worker(rank: int, port: int, reps: int, epochs: int, root: str, out: Any) -
                 ctx.barrier()
                 rates[name].append(samples * ctx.world_size / (time.perf_counter() - start))
     ckpt.wait()
-    if ctx.is_main:
-        out.put(rates)
     ctx.shutdown()
+    return rates
 
 
 def main() -> None:
@@ -128,21 +120,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=31)
     parser.add_argument("--epochs", type=int, default=1, help="epochs per measurement")
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    context = mp.get_context("spawn")
-    queue = context.Queue()
     with tempfile.TemporaryDirectory(prefix="noderun-bench-loop-", dir=".") as root:
-        procs = [
-            context.Process(target=_worker, args=(r, port, args.reps, args.epochs, root, queue))
-            for r in range(2)
-        ]
-        for proc in procs:
-            proc.start()
-        rates: dict[str, list[float]] = queue.get(timeout=1200)
-        for proc in procs:
-            proc.join(timeout=60)
+        rates: dict[str, list[float]] = run_two_ranks(
+            _worker, (args.reps, args.epochs, root), root, timeout=1200
+        )
     for rep, (bare, hooked) in enumerate(zip(rates["bare"], rates["hooked"], strict=True)):
         print(f"rep {rep + 1}: bare {bare:7.0f} samples/s   with hooks {hooked:7.0f} samples/s")
     paired = [h / b for b, h in zip(rates["bare"], rates["hooked"], strict=True)]

@@ -48,6 +48,17 @@ def noderun(
     )
 
 
+def start_noderun(args: Sequence[str], **env: str) -> subprocess.Popen[str]:
+    """Start the real CLI in the background; stdout and stderr together in ``stdout``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "noderun", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=clean_env(**env),
+    )
+
+
 def run_args(script: Path, run_dir: Path, nnodes: int = 2, nproc: int = 2) -> list[str]:
     """``noderun run`` arguments for ``script`` on ``nnodes`` x ``nproc`` ranks into ``run_dir``."""
     return [

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import noderun
 from noderun import checkpoint
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.preemption import Preemption, requeue_wanted
-from tests.conftest import ROOT, clean_env
+from tests.conftest import ROOT, start_noderun
 from tests.runtime.test_resume import rank_process
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
@@ -52,13 +50,7 @@ def test_requeue_wanted() -> None:
 def test_sigusr1_to_one_rank_stops_all_at_the_same_step(tmp_path: Path) -> None:
     """The real signal goes to rank 1 only; rank 0 learns it through the all-reduce."""
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "noderun", *TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=clean_env(),
-    )
+    proc = start_noderun([*TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS])
     try:
         rank1 = rank_process(run_dir, 1)
         deadline = time.monotonic() + 120

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 from noderun import checkpoint
 from noderun.errors import UsageError
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import ROOT, clean_env, noderun
+from tests.conftest import ROOT, noderun, start_noderun
 
 pytestmark = pytest.mark.slow
 
@@ -126,12 +125,9 @@ def test_sigkill_during_checkpoint_write_leaves_previous_and_resume_uses_it(
     reference: Path, tmp_path: Path
 ) -> None:
     crashed = tmp_path / "crashed"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "noderun", *TWO_NODES, "--run-dir", str(crashed), SCRIPT, *SMALL],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=clean_env(NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:120"),
+    proc = start_noderun(
+        [*TWO_NODES, "--run-dir", str(crashed), SCRIPT, *SMALL],
+        NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:120",
     )
     try:
         victim = rank_process(crashed, 0)

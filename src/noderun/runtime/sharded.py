@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
 import torch
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 from noderun.errors import UsageError
 from noderun.runtime import checkpoint
@@ -54,9 +61,6 @@ def save(
 ) -> checkpoint.PendingCommit | None:
     """Collective: every rank writes (and fsyncs) its shard; rank 0 then writes the rest and
     commits in the background (the PendingCommit it returns; None on the other ranks)."""
-    from torch.distributed.checkpoint.filesystem import FileSystemWriter
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-    from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
     tmp = checkpoint.temporary_dir(directory, tag)
     if ctx.is_main:
@@ -84,27 +88,22 @@ def save(
     return checkpoint.PendingCommit(durable_commit)
 
 
-def _reader(path: Path) -> Any:
-    """A FileSystemReader of ``path``'s shards that reads DCP's metadata file only once (the
-    shape check and the load both need it)."""
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
-    from torch.distributed.checkpoint.metadata import Metadata
+class _OnceReader(FileSystemReader):
+    """A reader of a checkpoint's shards that reads DCP's metadata file only once (the shape
+    check and the load both need it)."""
 
-    class OnceReader(FileSystemReader):
-        _metadata: Metadata | None = None
+    _metadata: Metadata | None = None
 
-        def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-            if self._metadata is None:
-                self._metadata = super().read_metadata(*args, **kwargs)
-            return self._metadata
-
-    return OnceReader(path / checkpoint.SHARDS_DIR)
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        if self._metadata is None:
+            self._metadata = super().read_metadata(*args, **kwargs)
+        return self._metadata
 
 
-def saved_shapes(path: Path, reader: Any = None) -> dict[str, tuple[int, ...]]:
+def saved_shapes(path: Path, reader: FileSystemReader | None = None) -> dict[str, tuple[int, ...]]:
     """Global shapes of the model tensors in a sharded checkpoint, from DCP's metadata."""
     try:
-        metadata = (reader or _reader(path)).read_metadata()
+        metadata = (reader or FileSystemReader(path / checkpoint.SHARDS_DIR)).read_metadata()
     except Exception as err:
         raise UsageError(
             f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
@@ -122,14 +121,9 @@ def load_into(
 ) -> dict[str, Any]:
     """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``.
     ``trainer.pt`` is read in a thread while DCP reads the shards."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
-
     from noderun.runtime.training_state import check_shapes
 
-    reader = _reader(path)
+    reader = _OnceReader(path / checkpoint.SHARDS_DIR)
     check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path, reader), model)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(checkpoint.torch_load_checked, path / checkpoint.TRAINER_FILE)
@@ -154,7 +148,6 @@ def load_into(
 
 def load_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """A sharded checkpoint as one full state (no process group): ``model`` gathered."""
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
 
     trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE, map_location)
     try:

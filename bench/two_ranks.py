@@ -1,0 +1,42 @@
+"""Two gloo ranks on this machine for a benchmark: spawned, rendezvous on a free port, and
+rank 0's result handed back to the benchmark's main process."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch.multiprocessing as mp
+
+from noderun.topology import free_port
+
+
+def _start(
+    rank: int, port: int, run_dir: str, worker: Callable[..., Any], args: tuple, out: Any
+) -> None:
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port), NODERUN_RUN_DIR=run_dir,
+    )  # fmt: skip
+    result = worker(*args)
+    if rank == 0:
+        out.put(result)
+
+
+def run_two_ranks(worker: Callable[..., Any], args: tuple, run_dir: str, timeout: float) -> Any:
+    """``worker(*args)`` on ranks 0 and 1 (RANK, WORLD_SIZE, MASTER_* and NODERUN_RUN_DIR set
+    for ``noderun.init()``); returns what rank 0's call returned."""
+    port = free_port()
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    procs = [
+        context.Process(target=_start, args=(rank, port, run_dir, worker, args, queue))
+        for rank in range(2)
+    ]
+    for proc in procs:
+        proc.start()
+    result = queue.get(timeout=timeout)
+    for proc in procs:
+        proc.join(timeout=60)
+    return result
