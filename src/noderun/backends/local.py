@@ -19,7 +19,10 @@ from typing import IO
 import psutil
 
 from noderun import failures
+from noderun.backends.stall import StallWatcher
+from noderun.exit_codes import EXIT_STALLED
 from noderun.plan import LaunchPlan
+from noderun.plan.stall import StallPolicy
 
 _PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
@@ -69,6 +72,7 @@ class RunResult:
     failure: RankFailure | None = None
     interrupted_by: str | None = None
     duration: float = 0.0
+    stalled: str | None = None  # the stall verdict and report, when it stopped the job
 
 
 class _NodeOutput:
@@ -108,6 +112,7 @@ class LocalSupervisor:
         console: IO[str] | None = None,
         grace: float = 3.0,
         on_start: Callable[[list[int]], None] | None = None,
+        stall: StallPolicy | None = None,
     ) -> None:
         self.plan = plan
         self.console = console or sys.stdout
@@ -118,6 +123,9 @@ class LocalSupervisor:
         self._files: dict[str, IO[str]] = {}
         self._last_error: dict[int, str] = {}
         self._stop_signal: int | None = None
+        self.stall = (
+            StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
+        )
 
     def emit(self, rank: int, console_line: str, text: str) -> None:
         """One rank's line: to the console with its ``node:rank`` prefix, whole to its log."""
@@ -127,6 +135,8 @@ class LocalSupervisor:
             self._file(f"rank{rank}.log").write(text + "\n")
             if m := _EXCEPTION.match(text.strip()):
                 self._last_error[rank] = m.group(1)[:300]
+        if self.stall:
+            self.stall.saw_output()
 
     def agent_line(self, node: int, line: str) -> None:
         with self._lock:
@@ -177,8 +187,12 @@ class LocalSupervisor:
                     threads.append(thread)
             if self.on_start:
                 self.on_start([p.pid for p in procs.values()])
+            if self.stall:
+                self.stall.start(roots=[p.pid for p in procs.values()])
             failed_node = self._watch(procs)
         finally:
+            if self.stall:
+                self.stall.stop()
             self._teardown(procs)
             for thread in threads:
                 thread.join(timeout=5)
@@ -193,6 +207,8 @@ class LocalSupervisor:
         if self._stop_signal is not None:
             result.interrupted_by = signal.Signals(self._stop_signal).name
             result.exit_code = 128 + self._stop_signal
+        elif self.stall and self.stall.killed:
+            result.exit_code, result.stalled = EXIT_STALLED, self.stall.report
         elif failed_node is not None:
             root = sinks[failed_node].root
             failure = RankFailure(
@@ -226,7 +242,7 @@ class LocalSupervisor:
 
     def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:
         """Wait until all agents succeed (None), one fails (its node), or a signal arrives."""
-        while self._stop_signal is None:
+        while self._stop_signal is None and not (self.stall and self.stall.killed):
             done = {n: p.poll() for n, p in procs.items()}
             for node, code in done.items():
                 if code not in (None, 0):

@@ -276,3 +276,37 @@ def write_sacct_summary(run_dir: Path, job_id: str, job_final: bool) -> Path:
     tmp.write_text(sacct_summary(job_id, job_final))
     tmp.replace(path)
     return path
+
+
+_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
+
+
+def run_on_job_nodes(
+    job_id: str, nodes: Sequence[str], argv: Sequence[str], timeout: float = 120
+) -> tuple[list[tuple[int, str]], str]:
+    """Run ``argv`` once on each of the running job's ``nodes``, beside its steps
+    (``srun --overlap``); return (task, line) for every output line, and srun's error text."""
+    srun = require_command("srun")
+    command = [
+        srun,
+        "--overlap",
+        f"--jobid={job_id}",
+        f"--nodes={len(nodes)}",
+        f"--ntasks={len(nodes)}",
+        "--ntasks-per-node=1",
+        f"--nodelist={','.join(nodes)}",
+        "--kill-on-bad-exit=0",
+        "--label",
+        "--quiet",
+        *argv,
+    ]
+    try:
+        done = _run(command, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [], f"srun --overlap on job {job_id} took over {timeout:g} s"
+    lines = []
+    for line in done.stdout.splitlines():
+        if match := _LABELLED.match(line):
+            lines.append((int(match.group(1)), match.group(2)))
+    error = "" if done.returncode == 0 else _first_line(done.stderr or done.stdout)
+    return lines, error

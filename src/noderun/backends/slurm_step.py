@@ -14,7 +14,10 @@ import time
 from typing import IO
 
 from noderun import failures
+from noderun.backends.stall import StallWatcher
+from noderun.exit_codes import EXIT_STALLED
 from noderun.plan.slurm import LaunchMode, StepPlan
+from noderun.plan.stall import StallPolicy
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
 _WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
@@ -52,7 +55,13 @@ def _signal_text(code: int) -> str:
 class StepSupervisor:
     """Start ``srun`` for ``plan`` and route its labelled output to one log per rank."""
 
-    def __init__(self, plan: StepPlan, console: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        plan: StepPlan,
+        console: IO[str] | None = None,
+        stall: StallPolicy | None = None,
+        job_id: str | None = None,
+    ) -> None:
         self.plan = plan
         self.console = console or sys.stdout
         self.logs = plan.run_dir / "logs"
@@ -64,6 +73,17 @@ class StepSupervisor:
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
         self._proc: subprocess.Popen[str] | None = None
         self._stop_signal: int | None = None
+        self.stall = (
+            StallWatcher(
+                stall, plan.run_dir, plan.world_size, job_id, plan.hosts, on_kill=self._stop_step
+            )
+            if stall and stall.enabled and job_id
+            else None
+        )
+
+    def _stop_step(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
 
     def _file(self, name: str) -> IO[str]:
         if name not in self._files:
@@ -101,6 +121,8 @@ class StepSupervisor:
 
     def _rank_line(self, node: int, rank: int, text: str) -> None:
         self._write(f"{node}:{rank}| {text}", f"rank{rank}.log", text)
+        if self.stall:
+            self.stall.saw_output()
 
     def _agent_line(self, node: int, text: str) -> None:
         if text.startswith(_NODE_ERROR):
@@ -126,8 +148,7 @@ class StepSupervisor:
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
+        self._stop_step()
 
     def _forward(self, signum: int, _frame: object) -> None:
         """sbatch --signal=B:USR1@T lands here: pass it on (srun forwards it to every task)."""
@@ -154,8 +175,12 @@ class StepSupervisor:
                 thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
                 thread.start()
                 threads.append(thread)
+            if self.stall:
+                self.stall.start()
             code = self._proc.wait()
         finally:
+            if self.stall:
+                self.stall.stop()
             for thread in threads:
                 thread.join(timeout=10)
             for s, handler in handlers.items():
@@ -170,6 +195,9 @@ class StepSupervisor:
         if self._stop_signal is not None:
             result.interrupted_by = signal.Signals(self._stop_signal).name
             result.exit_code = 128 + self._stop_signal
+        elif self.stall and self.stall.killed:
+            result.exit_code = EXIT_STALLED
+            result.failure = StepFailure(f"job stalled: {self.stall.report}")
         elif code != 0:
             result.failure = self.diagnose(code)
         return result

@@ -34,6 +34,8 @@ CAUSES: dict[str, str] = {
     "connection-refused": "nobody listens at the master address: master not up, or wrong address",
     "rendezvous-timeout": "some ranks or nodes never joined the rendezvous",
     "collective-timeout": "a collective timed out: ranks desynchronized or one is stuck or dead",
+    "stalled-rank": "no progress: a rank is stuck outside the collective the others wait in",
+    "collective-deadlock": "ranks call different collectives, so none completes",
     "rank-crashed": "a worker died: exception, exit code or signal",
     "out-of-memory": "GPU or host memory exhausted, or the OOM killer struck",
     "fl-client-conflict": "several FL clients for one site, or flare.init timed out",
@@ -148,6 +150,29 @@ SIGNATURES: tuple[Signature, ...] = (
         r"to connect|client socket has failed to connect",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
+    ),
+    # the verdict line of a stall report (RUN_DIR/stall-<time>.txt, noderun's console)
+    Signature(
+        "stalled-rank",
+        r"^(noderun: )?stalled-rank: ",
+        "a rank stopped making progress and holds up the others (evidence: rank, host, frame)",
+        "fix the call at that rank's frame (data loading, I/O, a lock, a dead mount) or bound it "
+        "with a timeout; the stall report holds every rank's stack",
+    ),
+    Signature(
+        "collective-deadlock",
+        r"^(noderun: )?collective-deadlock: ",
+        "ranks wait in different collectives, so none can complete (a deadlock)",
+        "make every rank call the same collectives in the same order: look for a collective "
+        "inside a rank-dependent branch at the lines named",
+    ),
+    Signature(
+        "stalled-rank",
+        r"^(noderun: )?stalled-job: ",
+        "the job stopped making progress with every rank at the same place",
+        "look at that frame: a peer outside the job, a slow filesystem or network, or a wait "
+        "that never ends; the stall report holds every rank's stack",
+        Tier.WEAK,
     ),
     Signature(
         "collective-timeout",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from noderun.errors import UsageError
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
+from noderun.plan.stall import StallPolicy
 
 _TIME = re.compile(
     r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}|\d+-\d{1,2}:\d{1,2}"
@@ -52,6 +53,7 @@ class SubmitRequest:
     master_port: int | None = None
     join_timeout: float = DEFAULT_JOIN_TIMEOUT
     python: str = sys.executable
+    stall: StallPolicy = dataclasses.field(default_factory=StallPolicy)
 
     def check(self) -> None:
         """Refuse what sbatch would refuse (or misread), with the fix, before anything exists."""
@@ -173,7 +175,7 @@ class SbatchPlan:
         ]
         if req.master_port is not None:
             argv.append(f"--master-port={req.master_port}")
-        return [*argv, req.script, *req.script_args]
+        return [*argv, *req.stall.argv(), req.script, *req.script_args]
 
     def __str__(self) -> str:
         req, step = self.request, self.step

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from noderun import failures
 from noderun.errors import NoderunError
+from noderun.runtime import heartbeat
 from noderun.runtime.rendezvous import fail_fast_store
 from noderun.topology import Launcher, Topology
 
@@ -91,6 +92,7 @@ class Context:
         return reduced
 
     def _all_reduce(self, value: Any, mean: bool) -> Any:
+        heartbeat.beat()
         if isinstance(value, Mapping):
             keys = list(value)
             reduced = self._all_reduce(
@@ -239,6 +241,7 @@ def init(
     if ctx.is_main:
         _write_runtime_json(ctx, hosts, time.monotonic() - started)
     atexit.register(ctx.shutdown, synchronize=False)
+    heartbeat.install(ctx.rank, env)
     global _active
     _active = ctx
     _record_uncaught(ctx)

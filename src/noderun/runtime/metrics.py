@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psutil
 
 from noderun.errors import UsageError
+from noderun.runtime import heartbeat
 
 if TYPE_CHECKING:
     from noderun.runtime.context import Context
@@ -145,6 +146,7 @@ class EpochTimer:
                 self.data_time += time.perf_counter() - began
                 return
             self.data_time += time.perf_counter() - began
+            heartbeat.beat()
             yield batch
 
     def count(self, samples: int) -> None:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import torch
 
 from noderun.errors import UsageError
-from noderun.runtime import checkpoint, rng
+from noderun.runtime import checkpoint, heartbeat, rng
 from noderun.runtime.context import Context
 from noderun.runtime.rank_states import RankStateGather
 
@@ -242,7 +242,9 @@ class Checkpointer:
         if self._pending_rng is not None:
             rng.restore(self._pending_rng)
             self._pending_rng = None
-        yield from enumerate(iterator, start=first)
+        for item in enumerate(iterator, start=first):
+            heartbeat.beat()  # the stall watcher's step counter
+            yield item
 
     def _load(self, path: Path) -> dict[str, Any]:
         """Read ``path`` into the live objects; return the trainer part (position, rng, extra)."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from noderun.errors import UsageError
+from noderun.plan.stall import DEFAULT_STALL_TIMEOUT, OnStall, StallPolicy
 
 CONFIG_ENV = "NODERUN_CONFIG"
 DEFAULT_CONFIG = "noderun.toml"
@@ -84,6 +85,49 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a duration in seconds, >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be 0 (off) or more seconds")
+    return value
+
+
+def add_stall_options(parser: argparse.ArgumentParser) -> None:
+    """``--stall-timeout`` and ``--on-stall`` (``run`` and ``submit``)."""
+    add_env_option(
+        parser,
+        "--stall-timeout",
+        type=seconds,
+        default=DEFAULT_STALL_TIMEOUT,
+        help="seconds without progress (rank output, steps, metrics, CPU) before the stacks of "
+        "every rank are taken and the straggler named; 0 = off",
+    )
+    add_env_option(
+        parser,
+        "--on-stall",
+        type=on_stall,
+        default=OnStall.REPORT,
+        help="after a stall report: report (keep waiting) or kill (stop, exit 76)",
+    )
+
+
+def on_stall(text: str) -> OnStall:
+    try:
+        return OnStall(text)
+    except ValueError:
+        valid = ", ".join(a.value for a in OnStall)
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {valid}") from None
+
+
+def stall_policy(args: argparse.Namespace) -> StallPolicy:
+    """The stall policy the options ask for."""
+    return StallPolicy(args.stall_timeout, OnStall(args.on_stall))
 
 
 def port_number(text: str) -> int:

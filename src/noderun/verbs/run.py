@@ -13,16 +13,18 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.errors import UsageError
-from noderun.exit_codes import EXIT_PREEMPTED, EXIT_USAGE, PASSED_THROUGH
+from noderun.exit_codes import EXIT_PREEMPTED, EXIT_STALLED, EXIT_USAGE, PASSED_THROUGH
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
 from noderun.verbs.options import (
     add_env_option,
     add_script_arguments,
+    add_stall_options,
     existing_script,
     port_number,
     positive_int,
+    stall_policy,
 )
 
 
@@ -43,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     add_env_option(
         parser, "--master-port", type=port_number, help="rendezvous port (default: free)"
     )
+    add_stall_options(parser)
     run_slurm.add_allocation_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
     add_script_arguments(parser)
@@ -109,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
         f"master 127.0.0.1:{plan.master_port}, run dir {plan.run_dir}",
         flush=True,
     )
-    result = LocalSupervisor(plan).run()
+    result = LocalSupervisor(plan, stall=stall_policy(args)).run()
     if result.failure and result.failure.exit_code in PASSED_THROUGH:
         result.exit_code = result.failure.exit_code  # a rank's bad input or preemption is the job's
     record.update(_outcome(result))
@@ -122,6 +125,8 @@ def _outcome(result: RunResult) -> dict[str, object]:
     status = "completed"
     if result.interrupted_by:
         status = "interrupted"
+    elif result.stalled:
+        status = "stalled"
     elif result.failure:
         status = "preempted" if result.exit_code == EXIT_PREEMPTED else "failed"
     outcome: dict[str, object] = {
@@ -141,6 +146,8 @@ def _outcome(result: RunResult) -> dict[str, object]:
         }
     if result.interrupted_by:
         outcome["interrupted_by"] = result.interrupted_by
+    if result.stalled:
+        outcome["stall"] = result.stalled
     return outcome
 
 
@@ -149,6 +156,12 @@ def _report(plan: LaunchPlan, result: RunResult) -> None:
         print(
             f"noderun: interrupted by {result.interrupted_by}; all ranks stopped "
             f"(run dir {plan.run_dir})",
+            file=sys.stderr,
+        )
+    elif result.stalled:
+        print(
+            f"noderun: job stalled and was stopped (exit {EXIT_STALLED}): {result.stalled}; "
+            f"all ranks stopped (or `noderun explain {plan.run_dir}`)",
             file=sys.stderr,
         )
     elif result.exit_code == EXIT_USAGE:

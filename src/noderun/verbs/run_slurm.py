@@ -19,11 +19,13 @@ from noderun.backends.local import LocalSupervisor
 from noderun.backends.slurm import write_sacct_summary
 from noderun.backends.slurm_step import StepFailure, StepResult, StepSupervisor
 from noderun.errors import UsageError
+from noderun.exit_codes import EXIT_STALLED
 from noderun.node import hostnames
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
+from noderun.plan.stall import StallPolicy
 from noderun.topology import port_for_job, require_free_port, tasks_per_node
-from noderun.verbs.options import add_env_option, existing_script
+from noderun.verbs.options import add_env_option, existing_script, stall_policy
 
 
 def add_allocation_options(parser: argparse.ArgumentParser) -> None:
@@ -133,7 +135,7 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
     return record
 
 
-def _single_node(step: StepPlan, environ: Mapping[str, str]) -> StepResult:
+def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy) -> StepResult:
     """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
     port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
     plan = plan_local(
@@ -145,8 +147,10 @@ def _single_node(step: StepPlan, environ: Mapping[str, str]) -> StepResult:
         script_args=step.script_args,
         run_id=environ["SLURM_JOB_ID"],
     )
-    result = LocalSupervisor(plan).run()
+    result = LocalSupervisor(plan, stall=stall).run()
     failure = StepFailure(result.failure.describe()) if result.failure else None
+    if result.stalled:
+        failure = StepFailure(f"job stalled: {result.stalled}")
     return StepResult(result.exit_code, result.exit_code, result.duration, failure)
 
 
@@ -170,7 +174,12 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         f"{', '.join(step.hosts)}; run dir {step.run_dir}",
         flush=True,
     )
-    result = _single_node(step, env) if direct else StepSupervisor(step).run()
+    stall = stall_policy(args)
+    result = (
+        _single_node(step, env, stall)
+        if direct
+        else StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"]).run()
+    )
     record.update(_outcome(result))
     record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
         "python": platform.python_version(),
@@ -185,6 +194,8 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
 
 def _outcome(result: StepResult) -> dict[str, object]:
     status = "interrupted" if result.interrupted_by else "failed" if result.failure else "completed"
+    if result.exit_code == EXIT_STALLED:
+        status = "stalled"
     outcome: dict[str, object] = {
         "status": status,
         "end_time": rundir.now_iso(),

@@ -15,9 +15,11 @@ from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
 from noderun.verbs.options import (
     add_env_option,
     add_script_arguments,
+    add_stall_options,
     existing_script,
     port_number,
     positive_int,
+    stall_policy,
 )
 
 SCRIPT_NAME = "job.sbatch"
@@ -65,6 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=DEFAULT_JOIN_TIMEOUT,
         help="seconds for every node/rank to arrive before the job fails",
     )
+    add_stall_options(parser)
     parser.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
     parser.add_argument("--wait", action="store_true", help="follow the job; exit with its code")
     add_script_arguments(parser)
@@ -98,6 +101,7 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         master_port=args.master_port,
         join_timeout=args.join_timeout,
         python=sys.executable,
+        stall=stall_policy(args),
     )
 
 

@@ -1,0 +1,70 @@
+"""``noderun stacks RUN_DIR|JOB_ID``: every live rank's Python stack, grouped, straggler named."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from noderun import rundir
+from noderun.errors import NoderunError, UsageError
+from noderun.stacks import Kind, Snapshot, render
+
+_JOB_ID = re.compile(r"^\d+$")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "stacks",
+        help="print the Python stack of every live rank of a running job, grouped",
+        description="Take the stack of every live rank (py-spy; faulthandler for scripts that "
+        "call noderun.init() when py-spy cannot attach), on this machine or on every node of a "
+        "SLURM job (srun --overlap), and group ranks with the same stack.",
+    )
+    parser.add_argument("target", metavar="RUN_DIR|JOB_ID", help="run directory or SLURM job id")
+    parser.add_argument("--full", action="store_true", help="print every group's whole stack")
+    parser.add_argument("--json", action="store_true", help="print the stacks as JSON")
+    parser.set_defaults(handler=main)
+
+
+def take(target: str) -> tuple[Snapshot, str]:
+    """The snapshot of ``target`` and what it is (for messages)."""
+    from noderun.stacks import job
+
+    path = Path(target)
+    if path.is_dir():
+        run_json = path / rundir.RUN_JSON
+        record = rundir.read_json(run_json) if run_json.is_file() else {}
+        job_id = str(record.get("job_id") or "")
+        if record.get("backend") == "slurm" and job_id:
+            return job.job_snapshot(job_id, path.resolve()), f"run {path} (SLURM job {job_id})"
+        return job.local_snapshot(path.resolve()), f"run {path}"
+    if _JOB_ID.match(target):
+        return job.job_snapshot(target), f"SLURM job {target}"
+    raise UsageError(f"{target} is neither a run directory nor a job id", "pass RUN_DIR or JOB_ID")
+
+
+def main(args: argparse.Namespace) -> int:
+    snapshot, what = take(args.target)
+    if not snapshot.stacks:
+        raise NoderunError(
+            f"no live rank of {what} found"
+            + (" on this machine" if "SLURM" not in what else " on its nodes"),
+            "is the job still running? (`noderun explain` reads an ended one); ranks are "
+            "found by their NODERUN_RUN_DIR and RANK variables, so run this as their user",
+        )
+    for note in snapshot.notes:
+        print(f"noderun: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(snapshot.to_dict(), indent=2))
+        return 0
+    sources = sorted({s.source for s in snapshot.stacks if s.source}) or ["none"]
+    print(f"stacks of {len(snapshot.stacks)} rank(s) of {what} ({', '.join(sources)}):")
+    for line in render(snapshot, full=args.full).splitlines():
+        print(f"  {line}")
+    verdict = snapshot.verdict()
+    if verdict.kind in (Kind.STRAGGLER, Kind.DEADLOCK):
+        print(f"if the job is stuck: {verdict.line()}")
+    return 0
