@@ -217,7 +217,8 @@ def _waiting_text(waiting: dict[int, Spot]) -> str:
     if not waiting:
         return ""
     return ", while " + " and ".join(
-        f"{rank_list(g)} wait in {waiting[g[0]].describe()}" for g in _by_spot_ranks(waiting)
+        f"{rank_list(g)} {'waits' if len(g) == 1 else 'wait'} in {waiting[g[0]].describe()}"
+        for g in _by_spot_ranks(waiting)
     )
 
 

@@ -115,9 +115,18 @@ def py_spy_path() -> str | None:
     return None
 
 
-def _first_line(text: str) -> str:
+def py_spy_error(text: str) -> str:
+    """py-spy's reason in one line: ``Error: X`` and its innermost cause, not its backtrace."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
+    error = next((line.removeprefix("Error: ") for line in lines if line.startswith("Error:")), "")
+    causes: list[str] = []
+    if "Caused by:" in lines:
+        for line in lines[lines.index("Caused by:") + 1 :]:
+            if line.startswith("Stack backtrace"):
+                break
+            causes.append(line.split(": ", 1)[-1] if line[:1].isdigit() else line)
+    parts = [part for part in (error, causes[-1] if causes else "") if part]
+    return ": ".join(parts) or (lines[0] if lines else "no message")
 
 
 def py_spy_stacks(
@@ -144,7 +153,7 @@ def py_spy_stacks(
             out[rank] = ((), f"py-spy took over {PY_SPY_TIMEOUT:g} s")
             continue
         if proc.returncode != 0:
-            out[rank] = ((), _first_line(stderr or stdout))
+            out[rank] = ((), py_spy_error(stderr or stdout))
             continue
         try:
             out[rank] = (frames_from_py_spy(json.loads(stdout)), None)
@@ -224,7 +233,7 @@ def take(
         refused = {r: e for r, (f, e) in results.items() if not f}
         if refused:
             error = next(iter(refused.values()))
-            denied = "ermission" in str(error) or "not permitted" in str(error)
+            denied = any(w in str(error) for w in ("ermission", "not permitted", "EPERM"))
             notes.append(
                 f"py-spy could not read {rank_list(sorted(refused))} ({error}); "
                 + (f"{RIGHTS_HINT}; " if denied else "")
