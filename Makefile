@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 venv: $(BIN)/python
-	$(BIN)/pip install -q -e '.[examples]'
+	$(BIN)/pip install -q -e '.[examples,stacks]'
 
 dev: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'

@@ -1,9 +1,10 @@
-"""Stall detection under ``noderun run`` (2 simulated nodes), and ``noderun stacks`` on a live run."""
+"""Stall detection under ``noderun run`` (2 simulated nodes); ``noderun stacks`` on a live run."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -92,30 +93,44 @@ def test_quiet_periods_shorter_than_the_timeout_raise_nothing(
     assert not list(run_dir.glob("stall-*.txt"))
 
 
-def _start(script: Path, run_dir: Path, **env: str) -> subprocess.Popen[str]:
-    return start_noderun(stall_args(script, run_dir, 2, 0, kill=False), **env)
+def _start(script: Path, run_dir: Path, timeout: float = 0, **env: str) -> subprocess.Popen[str]:
+    return start_noderun(stall_args(script, run_dir, 2, timeout, kill=False), **env)
+
+
+def _wait_for_report(run_dir: Path, job: subprocess.Popen[str]) -> Path:
+    while not list(run_dir.glob("stall-*.txt")):
+        wait_for_file(run_dir / "stuck_at", job)  # fails if the job ended
+        time.sleep(0.1)
+    return next(run_dir.glob("stall-*.txt"))
 
 
 def test_stacks_of_a_live_run_from_another_shell(tmp_path: Path, stuck_script: Path) -> None:
     run_dir = tmp_path / "run"
-    job = _start(stuck_script, run_dir)
+    job = _start(stuck_script, run_dir, timeout=3, PATH=path_with_py_spy())  # report, keep going
     try:
-        wait_for_file(run_dir / "stuck_at", job)
+        report = _wait_for_report(run_dir, job)
+        assert "stalled-rank: rank 1 on localhost/0" in report.read_text()
         shown = noderun(["stacks", str(run_dir)], PATH=path_with_py_spy())
         assert shown.returncode == 0, shown.stderr
         frame = f"{stuck_script.name}:{line_of('time.sleep(0.1)')}"
         assert f"stacks of 4 rank(s) of run {run_dir} (py-spy):" in shown.stdout
         assert f"  rank 1: load_batch() at {frame} ← train_step()   <- straggler" in shown.stdout
         assert "  ranks 0,2,3: all_reduce in train_step()" in shown.stdout
-        as_json = json.loads(noderun(["stacks", "--json", str(run_dir)], PATH=path_with_py_spy()).stdout)
+        as_json = json.loads(
+            noderun(["stacks", "--json", str(run_dir)], PATH=path_with_py_spy()).stdout
+        )
         assert as_json["verdict"]["kind"] == "stalled-rank" and as_json["verdict"]["ranks"] == [1]
         assert [r["source"] for r in as_json["ranks"]] == ["py-spy"] * 4
         # a plain script has no faulthandler fallback: without py-spy, one line says so
         blind = noderun(["stacks", str(run_dir)], PATH=path_without_py_spy())
         assert blind.stderr.count("py-spy not found on PATH") == 1, blind.stderr
-        assert "rank 1: no stack (no faulthandler fallback: the script does not call noderun.init())" in blind.stdout
+        assert (
+            "rank 1: no stack (no faulthandler fallback: the script does not call noderun.init())"
+            in blind.stdout
+        )
         (run_dir / "release").touch()
-        assert job.wait(timeout=120) == 0, job.stdout.read() if job.stdout else ""
+        assert job.wait(timeout=120) == 0
+        assert job.stdout is not None and "noderun: the job keeps waiting" in job.stdout.read()
     finally:
         job.kill() if job.poll() is None else None
         job.wait()

@@ -197,7 +197,9 @@ class StepSupervisor:
             result.exit_code = 128 + self._stop_signal
         elif self.stall and self.stall.killed:
             result.exit_code = EXIT_STALLED
-            result.failure = StepFailure(f"job stalled: {self.stall.report}")
+            result.failure = StepFailure(
+                f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
+            )
         elif code != 0:
             result.failure = self.diagnose(code)
         return result

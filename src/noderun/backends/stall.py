@@ -177,7 +177,8 @@ def report_text(snapshot: Snapshot, quiet: float, run_dir: Path, stamp: time.str
         [
             f"noderun stall report {time.strftime('%Y-%m-%d %H:%M:%S', stamp)} (local time), "
             f"pid {os.getpid()}",
-            f"no progress for {quiet:.1f} s: no rank output, step or metrics row, no rank busy",
+            f"no progress for {quiet:.1f} s "
+            "(rank output, steps, metrics.csv, CPU time of local ranks)",
             f"run dir {run_dir}; world size {snapshot.world_size}; stacks by {', '.join(sources)}",
             snapshot.verdict().line(),
             *snapshot.notes,

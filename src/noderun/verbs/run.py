@@ -161,7 +161,7 @@ def _report(plan: LaunchPlan, result: RunResult) -> None:
     elif result.stalled:
         print(
             f"noderun: job stalled and was stopped (exit {EXIT_STALLED}): {result.stalled}; "
-            f"all ranks stopped (or `noderun explain {plan.run_dir}`)",
+            f"all ranks stopped; see `noderun explain {plan.run_dir}`",
             file=sys.stderr,
         )
     elif result.exit_code == EXIT_USAGE:

@@ -150,7 +150,7 @@ def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy)
     result = LocalSupervisor(plan, stall=stall).run()
     failure = StepFailure(result.failure.describe()) if result.failure else None
     if result.stalled:
-        failure = StepFailure(f"job stalled: {result.stalled}")
+        failure = StepFailure(f"stopped after a stall (exit {EXIT_STALLED}): {result.stalled}")
     return StepResult(result.exit_code, result.exit_code, result.duration, failure)
 
 
