@@ -21,6 +21,20 @@ CASES = {
     "run_oom": ("out-of-memory", "rank1.log", "can't allocate memory", {"rank-crashed"}),
     "run_missing_file": ("storage-missing", "rank1.log", "No such file", {"rank-crashed"}),
     "run_hang": ("collective-timeout", "rank0.log", "Timed out waiting 6000ms", {"rank-crashed"}),
+    "run_stalled": (
+        "stalled-rank",
+        "stall-20261123-225944.txt",
+        "rank 1 on localhost/0 stuck in load_batch() at stuck_rank.py:43",
+        {"rank-crashed"},
+    ),
+    "run_deadlock": (
+        "collective-deadlock",
+        "stall-20261123-225956.txt",
+        "rank 1 in all_gather",
+        {"rank-crashed"},
+    ),
+    "console/stalled.log": ("stalled-rank", "stalled.log", "rank 1 on localhost/0", set()),
+    "console/deadlock.log": ("collective-deadlock", "deadlock.log", "rank 0 in all_reduce", set()),
     "console/sigkill.log": ("rank-crashed", "sigkill.log", "killed by SIGKILL", set()),
     "console/oom.log": ("out-of-memory", "oom.log", "can't allocate memory", {"rank-crashed"}),
     "console/missing_file.log": (
@@ -138,6 +152,8 @@ def test_every_cause_id_of_the_issue_is_known():
         "storage-missing",
         "version-mismatch",
         "unknown",
+        "stalled-rank",  # issue 17: hung jobs
+        "collective-deadlock",
     }
     assert set(CAUSES) == issue_ids
     covered = {case[0] for case in CASES.values()}
