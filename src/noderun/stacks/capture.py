@@ -68,7 +68,8 @@ def find_ranks(
         candidates: Iterable[psutil.Process] = _descendants(roots)
     else:
         candidates = psutil.process_iter()
-    found: dict[int, tuple[RankProcess, int]] = {}  # pid -> (rank process, parent pid)
+    found: dict[int, RankProcess] = {}
+    parents: dict[int, int] = {}
     for proc in candidates:
         env = _environ(proc)
         if not env or not env.get("RANK", "").isdigit() or "NODERUN_RUN_DIR" not in env:
@@ -81,15 +82,15 @@ def find_ranks(
             continue
         host = env.get("SLURMD_NODENAME") or f"localhost/{env.get('NODERUN_NODE_RANK', '0')}"
         try:
-            parent = proc.ppid()
+            parents[proc.pid] = proc.ppid()
         except psutil.Error:
             continue
-        found[proc.pid] = (
-            RankProcess(int(env["RANK"]), proc.pid, host, env["NODERUN_RUN_DIR"]),
-            parent,
-        )
-    tops = [rp for rp, parent in found.values() if found.get(parent, (None,))[0] is None
-            or found[parent][0].rank != rp.rank]  # fmt: skip
+        found[proc.pid] = RankProcess(int(env["RANK"]), proc.pid, host, env["NODERUN_RUN_DIR"])
+    tops = [
+        rp
+        for pid, rp in found.items()
+        if parents[pid] not in found or found[parents[pid]].rank != rp.rank
+    ]
     return sorted(tops, key=lambda rp: rp.rank)
 
 
