@@ -11,7 +11,7 @@ from noderun import __version__
 from noderun.errors import NoderunError
 from noderun.verbs.options import check_config
 
-VERBS = ("run", "verify", "submit", "explain", "doctor", "stacks")
+VERBS = ("run", "verify", "submit", "explain", "doctor", "stacks", "check")
 
 
 class _Parser(argparse.ArgumentParser):
