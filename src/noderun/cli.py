@@ -1,4 +1,4 @@
-"""The ``noderun`` command: parse, call one verb, print, exit code."""
+"""The ``noderun`` command: one verb per task; each verb resolves only its own options."""
 
 from __future__ import annotations
 
@@ -9,9 +9,20 @@ from typing import NoReturn
 
 from noderun import __version__
 from noderun.errors import NoderunError
-from noderun.verbs.options import check_config
+from noderun.verbs.options import CONFIG_ENV, DEFAULT_CONFIG, resolve_options
 
-VERBS = ("run", "verify", "submit", "explain", "doctor", "stacks", "check")
+VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check")
+
+DESCRIPTION = (
+    "noderun launches multi-node PyTorch training - on simulated nodes of this machine, inside "
+    "a SLURM allocation, or as a SLURM job - and tells you whether a run went well and, if not, "
+    "why and how to fix it."
+)
+EPILOG = (
+    "`noderun VERB --help` lists a verb's options. An option can also be set by its NODERUN_* "
+    f"variable (shown in the verb's help) or in the [VERB] table of ./{DEFAULT_CONFIG} (or the "
+    f"file named by ${CONFIG_ENV}); a flag wins over the variable, the variable over the file."
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,9 +33,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="noderun", description=__doc__)
+    parser = _Parser(prog="noderun", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"noderun {__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        title="verbs", dest="verb", metavar="VERB", required=True, parser_class=_Parser
+    )
     for verb in VERBS:
         module = __import__(f"noderun.verbs.{verb}", fromlist=["add_parser"])
         module.add_parser(sub)
@@ -34,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        check_config(args.verb)
+        resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
         code: int = args.handler(args)
     except NoderunError as err:
         print(f"noderun: error: {err}", file=sys.stderr)

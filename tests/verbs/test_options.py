@@ -52,3 +52,56 @@ def test_bad_values_and_bad_files_are_one_line_errors(tmp_path: Path) -> None:
     assert code == 2 and "unreadable" in err and len(err.strip().splitlines()) == 1
     code, _, err = _dry_run(tmp_path, NODERUN_CONFIG=str(tmp_path / "missing.toml"))
     assert code == 2 and "NODERUN_CONFIG" in err
+
+
+def _submit_nodes(tmp_path: Path, *flags: str, **env: str) -> tuple[int, str]:
+    result = noderun(["submit", "--dry-run", *flags, str(SCRIPTS / "gang.py")], cwd=tmp_path, **env)
+    nodes = [line for line in result.stdout.splitlines() if line.startswith("#SBATCH --nodes=")]
+    return result.returncode, (nodes[0].split("=")[1] if nodes else result.stderr)
+
+
+def test_precedence_is_per_verb(tmp_path: Path) -> None:
+    (tmp_path / "noderun.toml").write_text("[run]\nnnodes = 3\n[submit]\nnodes = 3\n")
+    assert _submit_nodes(tmp_path) == (0, "3")  # file beats default
+    assert _submit_nodes(tmp_path, NODERUN_NODES="2") == (0, "2")  # env beats file
+    assert _submit_nodes(tmp_path, "--nodes", "1", NODERUN_NODES="2") == (0, "1")  # flag wins
+    # run's variable and table do not reach submit
+    assert _submit_nodes(tmp_path, NODERUN_NNODES="4") == (0, "3")
+    (tmp_path / "noderun.toml").write_text("[run]\nnnodes = 3\n")
+    assert _submit_nodes(tmp_path) == (0, "1")
+
+
+def test_bad_variable_breaks_only_the_verbs_that_read_it(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text("epoch 1 loss 0.5\n")
+    for argv in (["--help"], ["run", "--help"], ["explain", str(log)], ["verify", "--help"]):
+        result = noderun(argv, cwd=tmp_path, NODERUN_NNODES="abc")
+        assert result.returncode == 0, (argv, result.stderr)
+    code, nodes = _submit_nodes(tmp_path, NODERUN_NNODES="abc")  # submit reads NODES, not NNODES
+    assert (code, nodes) == (0, "1")
+    code, out, err = _dry_run(tmp_path, NODERUN_NNODES="abc")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "noderun: error: NODERUN_NNODES='abc': 'abc' is not a whole number; "
+        "hint: fix or unset NODERUN_NNODES"
+    )
+    code, out, _ = _dry_run(tmp_path, "--nnodes", "2", NODERUN_NNODES="abc")
+    assert code == 0 and _nodes_in_plan(out) == 2  # the flag wins, so the variable is not read
+
+
+def test_bad_config_breaks_only_the_verbs_that_read_it(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    log.write_text("epoch 1 loss 0.5\n")
+    missing = str(tmp_path / "missing.toml")
+    assert noderun(["explain", str(log)], cwd=tmp_path, NODERUN_CONFIG=missing).returncode == 0
+    result = noderun(["submit", "--dry-run", "x.py"], cwd=tmp_path, NODERUN_CONFIG=missing)
+    assert result.returncode == 2 and "NODERUN_CONFIG" in result.stderr
+
+
+def test_unknown_key_of_another_verb_lists_its_valid_ones(tmp_path: Path) -> None:
+    (tmp_path / "noderun.toml").write_text("[submit]\nnnodes = 3\n")
+    code, err = _submit_nodes(tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "unknown option(s) nnodes in [submit]" in err
+    assert "valid: account, cpus_per_task," in err and "nodes" in err
+    assert _dry_run(tmp_path)[0] == 0  # [submit] is not run's business

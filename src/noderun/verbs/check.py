@@ -8,11 +8,22 @@ import sys
 from pathlib import Path
 
 from noderun.errors import UsageError
+from noderun.verbs.options import OptionTable, add_verb, positional, switch
+
+OPTIONS = OptionTable(
+    "check",
+    (
+        positional("scripts", nargs="+", metavar="SCRIPT", help="batch script(s) to check"),
+        switch("--json", help="print the findings as JSON"),
+    ),
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "check",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
         help="find launch mistakes in a batch script before you submit it",
         description="Read a hand-written sbatch script and print each launch mistake as "
         "FILE:LINE: problem; fix: a bare python where several tasks are asked for (no srun), "
@@ -22,9 +33,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "1 on errors, 2 when a script cannot be read: `noderun check job.sbatch && sbatch "
         "job.sbatch`.",
     )
-    parser.add_argument("scripts", nargs="+", metavar="SCRIPT", help="batch script(s) to check")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,30 +9,36 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from noderun.verbs.options import add_env_option, positive_int
+from noderun.verbs.options import OptionTable, add_verb, positive_int, switch, value
 
 if TYPE_CHECKING:
     from noderun.doctor.runner import DoctorResult
 
 
+OPTIONS = OptionTable(
+    "doctor",
+    (
+        switch("--json", help="print the report as JSON"),
+        switch("--submit", help="submit itself with sbatch"),
+        value("--nodes", type=positive_int, default=2, help="nodes for --submit"),
+        value("--nproc-per-node", type=positive_int, help="ranks per node (2 here, 1 in SLURM)"),
+        value("--partition", help="partition for --submit"),
+        value("--run-dir", type=Path, help="where logs go (default runs/doctor-…)"),
+        value("--result-file", type=Path, env=False, help=argparse.SUPPRESS),
+    ),
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "doctor",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
         help="preflight checks on every node: versions, network, port, filesystem, collective",
         description="Probe this machine, or every node of the SLURM allocation it runs in (one "
         "probe per node through srun), then run a real all_reduce test; print a node x check "
         "table with a fix for each failure. Exit 1 if any check fails.",
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--submit", action="store_true", help="submit itself with sbatch")
-    add_env_option(parser, "--nodes", type=positive_int, default=2, help="nodes for --submit")
-    add_env_option(
-        parser, "--nproc-per-node", type=positive_int, help="ranks per node (2 here, 1 in SLURM)"
-    )
-    add_env_option(parser, "--partition", help="partition for --submit")
-    add_env_option(parser, "--run-dir", type=Path, help="where logs go (default runs/doctor-…)")
-    parser.add_argument("--result-file", type=Path, help=argparse.SUPPRESS)
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_report(result: DoctorResult) -> None:
-    from noderun.status_table import print_table
+    from noderun.verbs.status_table import print_table
 
     nodes = [*result.nodes, *(["all"] if any(c.node == "all" for c in result.checks) else [])]
     names = list(dict.fromkeys(c.check.name for c in result.checks))

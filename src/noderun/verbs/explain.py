@@ -7,23 +7,33 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from noderun.verbs.options import OptionTable, add_verb, positional, switch
+
 if TYPE_CHECKING:
     from noderun.explain import Finding
 
 
+OPTIONS = OptionTable(
+    "explain",
+    (
+        positional(
+            "targets", nargs="+", metavar="LOG", help="log file, directory, run dir, or job id"
+        ),
+        switch("--json", help="print the findings as JSON"),
+    ),
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "explain",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
         help="say why a run failed: root cause, evidence line, fix",
         description="Read logs (files, directories, a run directory, or a SLURM job id), "
         "streaming in constant memory, and print the root cause, the evidence line with file "
         "and line number, and the fix; other findings follow, first failure in time first.",
     )
-    parser.add_argument(
-        "targets", nargs="+", metavar="LOG", help="log file, directory, run dir, or job id"
-    )
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:

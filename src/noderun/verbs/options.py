@@ -1,6 +1,10 @@
-"""Shared option parsing: flag > NODERUN_* variable > config file section > default.
+"""Each verb's options as one table: flags, type, default, help and whether NODERUN_* sets them.
 
-The config file is ``$NODERUN_CONFIG`` or ``./noderun.toml``, one table per verb::
+A verb's parser is built from its table (``add_verb``); after argparse has chosen the verb, only
+that verb's table is resolved (``resolve_options``): flag > ``NODERUN_<NAME>`` > ``name = …``
+in the ``[verb]`` table of the config file > default. So a bad variable or config entry breaks
+only the verbs that read it, and ``--help`` never reads any. The config file is
+``$NODERUN_CONFIG`` or ``./noderun.toml``::
 
     [run]
     nnodes = 2
@@ -10,10 +14,11 @@ The config file is ``$NODERUN_CONFIG`` or ``./noderun.toml``, one table per verb
 from __future__ import annotations
 
 import argparse
-import functools
+import dataclasses
+import enum
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +27,187 @@ from noderun.plan.stall import DEFAULT_STALL_TIMEOUT, OnStall, StallPolicy
 
 CONFIG_ENV = "NODERUN_CONFIG"
 DEFAULT_CONFIG = "noderun.toml"
-# verb -> option names that may appear in its config table
-_KNOWN: dict[str, set[str]] = {}
+ENV_PREFIX = "NODERUN_"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def config_path() -> Path | None:
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One row of a verb's table; build rows with ``value``, ``switch``, ``repeated``,
+    ``positional``. ``settable`` rows also read NODERUN_<NAME> and the config file."""
+
+    flags: tuple[str, ...]
+    help: str
+    type: Callable[[str], Any] = str
+    default: Any = None
+    settable: bool = False
+    action: str | None = None  # None (takes a value), "store_true" or "append"
+    nargs: str | None = None
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        """``--nproc-per-node`` -> ``nproc_per_node``: the attribute and the config key."""
+        longs = [f for f in self.flags if f.startswith("--")] or list(self.flags)
+        return longs[0].lstrip("-").replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def positional(self) -> bool:
+        return not self.flags[0].startswith("-")
+
+    def convert(self, text: str) -> Any:
+        """Text (a flag, a variable, a config value) -> value; ArgumentTypeError saying why not."""
+        if self.action == "store_true":
+            return boolean(text)
+        if self.choices is not None and text not in self.choices:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(self.choices)}")
+        try:
+            return self.type(text)
+        except (TypeError, ValueError):  # argparse would name this method instead of the type
+            kind = getattr(self.type, "__name__", "value")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {kind}") from None
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if self.positional:
+            parser.add_argument(
+                self.flags[0], help=self.help, nargs=self.nargs, metavar=self.metavar
+            )
+            return
+        help = self.help
+        if help != argparse.SUPPRESS:
+            shown = getattr(self.default, "value", self.default)
+            help += f" (default: {shown})" if shown not in (None, False, ()) else ""
+            help += f" [{self.env}]" if self.settable else ""
+        # SUPPRESS: an option not on the command line stays absent until resolve() fills it
+        kwargs: dict[str, Any] = {"dest": self.name, "default": argparse.SUPPRESS, "help": help}
+        if self.action == "store_true":
+            kwargs["action"] = "store_true"
+        else:
+            kwargs.update(type=self.convert, metavar=self.metavar, action=self.action)
+            if self.choices is not None:
+                kwargs["metavar"] = self.metavar or "{" + ",".join(self.choices) + "}"
+        parser.add_argument(*self.flags, **kwargs)
+
+
+def value(
+    *flags: str,
+    help: str,
+    type: Callable[[str], Any] = str,
+    default: Any = None,
+    env: bool = True,
+    metavar: str | None = None,
+    choices: Sequence[str] | None = None,
+) -> Option:
+    """``--flag VALUE``; by default also set by NODERUN_<FLAG> and the config file.
+    An Enum ``type`` takes its values as the choices."""
+    if isinstance(type, enum.EnumMeta):
+        members: list[enum.Enum] = list(type)
+        choices = choices or tuple(str(member.value) for member in members)
+    return Option(
+        flags, help, type, default, settable=env, metavar=metavar,
+        choices=tuple(choices) if choices else None,
+    )  # fmt: skip
+
+
+def switch(*flags: str, help: str, env: bool = False) -> Option:
+    """``--flag`` without a value (False unless given); ``env=True`` reads 1/0, true/false."""
+    return Option(flags, help, default=False, settable=env, action="store_true")
+
+
+def repeated(
+    *flags: str, help: str, type: Callable[[str], Any] = str, metavar: str | None = None
+) -> Option:
+    """``--flag VALUE`` given any number of times; the values in order (command line only)."""
+    return Option(flags, help, type, default=(), action="append", metavar=metavar)
+
+
+def positional(
+    name: str, *, help: str, nargs: str | None = None, metavar: str | None = None
+) -> Option:
+    return Option((name,), help, nargs=nargs, metavar=metavar)
+
+
+SCRIPT_ARGUMENTS = (  # SCRIPT [ARGS…]: everything after SCRIPT goes to the script untouched
+    positional("script", help="training script (.py)"),
+    positional("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionTable:
+    """The options of one verb, in the order ``--help`` shows them."""
+
+    verb: str
+    options: tuple[Option, ...]
+
+    def settable(self) -> dict[str, Option]:
+        return {o.name: o for o in self.options if o.settable}
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        for option in self.options:
+            option.add_to(parser)
+
+    def check_keys(self, section: Mapping[str, Any], where: str) -> None:
+        """Refuse config keys that are not settable options, listing the valid ones."""
+        valid = self.settable()
+        unknown = sorted(set(section) - set(valid))
+        if unknown:
+            raise UsageError(
+                f"unknown option(s) {', '.join(unknown)} in {where}",
+                f"valid: {', '.join(sorted(valid)) or 'none'}",
+            )
+
+    def resolve(
+        self,
+        args: argparse.Namespace,
+        environ: Mapping[str, str],
+        section: Mapping[str, Any],
+        where: str = "",
+    ) -> None:
+        """Fill every option absent from ``args``: variable, then ``section``, then default.
+        A bad variable or entry is a UsageError naming it and the fix."""
+        self.check_keys(section, where)
+        for option in self.options:
+            if option.positional or hasattr(args, option.name):
+                continue
+            found = _from_outside(option, environ, section, where) if option.settable else None
+            default = list(option.default) if option.action == "append" else option.default
+            setattr(args, option.name, default if found is None else found)
+
+
+def _from_outside(
+    option: Option, environ: Mapping[str, str], section: Mapping[str, Any], where: str
+) -> Any:
+    """The value from NODERUN_<NAME>, else from the config section; None when neither sets it."""
+    raw: Any = environ.get(option.env)
+    source = option.env
+    if raw in (None, ""):
+        raw, source = section.get(option.name), f"{option.name} in {where}"
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) and option.action == "store_true":
+        return raw
+    try:
+        return option.convert(str(raw))
+    except (argparse.ArgumentTypeError, ValueError) as err:
+        raise UsageError(f"{source}={raw!r}: {err}", f"fix or unset {source}") from None
+
+
+def boolean(text: str) -> bool:
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case)."""
+    if text.lower() in _TRUE + _FALSE:
+        return text.lower() in _TRUE
+    raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(_TRUE + _FALSE)}")
+
+
+def config_path(environ: Mapping[str, str]) -> Path | None:
     """The config file in force: $NODERUN_CONFIG (must exist) or ./noderun.toml if present."""
-    explicit = os.environ.get(CONFIG_ENV)
+    explicit = environ.get(CONFIG_ENV)
     if explicit:
         path = Path(explicit)
         if not path.is_file():
@@ -40,40 +219,41 @@ def config_path() -> Path | None:
     return local if local.is_file() else None
 
 
-@functools.cache
-def _load_config(path: Path | None) -> dict[str, Any]:
+def config_section(verb: str, path: Path | None) -> dict[str, Any]:
+    """The ``[verb]`` table of the config file at ``path`` ({} without a file)."""
     if path is None:
         return {}
     try:
-        return tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as err:
+        section = tomllib.loads(path.read_text()).get(verb, {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
         raise UsageError(
             f"config file {path} is unreadable: {err}", "fix its TOML syntax"
         ) from None
-
-
-def config_section(verb: str) -> dict[str, Any]:
-    """The ``[verb]`` table of the config file ({} without a file)."""
-    path = config_path()
-    section = _load_config(path).get(verb, {})
     if not isinstance(section, dict):
         raise UsageError(f"[{verb}] in {path} is not a table", f"write it as [{verb}] key = value")
     return section
 
 
-def check_config(verb: str) -> None:
-    """Refuse keys of ``[verb]`` that are not options of the verb, listing the valid ones."""
-    unknown = sorted(set(config_section(verb)) - _KNOWN.get(verb, set()))
-    if unknown:
-        raise UsageError(
-            f"unknown option(s) {', '.join(unknown)} in [{verb}] of {config_path()}",
-            f"valid: {', '.join(sorted(_KNOWN.get(verb, set()))) or 'none'}",
-        )
+def resolve_options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+    """Resolve the chosen verb's table into ``args``; verbs with nothing settable read no file."""
+    table: OptionTable = args.option_table
+    path = config_path(environ) if table.settable() else None
+    table.resolve(args, environ, config_section(table.verb, path), f"[{table.verb}] of {path}")
 
 
-def env_name(dest: str) -> str:
-    """``nproc_per_node`` -> ``NODERUN_NPROC_PER_NODE``."""
-    return f"NODERUN_{dest.upper()}"
+def add_verb(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    table: OptionTable,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """The verb's parser, built from its table; parsing it selects ``handler`` and the table."""
+    parser: argparse.ArgumentParser = sub.add_parser(table.verb, help=help, description=description)
+    table.add_to(parser)
+    parser.set_defaults(handler=handler, option_table=table)
+    return parser
 
 
 def positive_int(text: str) -> int:
@@ -98,31 +278,21 @@ def seconds(text: str) -> float:
     return value
 
 
-def add_stall_options(parser: argparse.ArgumentParser) -> None:
-    """``--stall-timeout`` and ``--on-stall`` (``run`` and ``submit``)."""
-    add_env_option(
-        parser,
+STALL_OPTIONS = (  # `run` and `submit`
+    value(
         "--stall-timeout",
         type=seconds,
         default=DEFAULT_STALL_TIMEOUT,
         help="seconds without progress (rank output, steps, metrics, CPU) before the stacks of "
         "every rank are taken and the straggler named; 0 = off",
-    )
-    add_env_option(
-        parser,
+    ),
+    value(
         "--on-stall",
-        type=on_stall,
+        type=OnStall,
         default=OnStall.REPORT,
         help="after a stall report: report (keep waiting) or kill (stop, exit 76)",
-    )
-
-
-def on_stall(text: str) -> OnStall:
-    try:
-        return OnStall(text)
-    except ValueError:
-        valid = ", ".join(a.value for a in OnStall)
-        raise argparse.ArgumentTypeError(f"{text!r} is not one of {valid}") from None
+    ),
+)
 
 
 def stall_policy(args: argparse.Namespace) -> StallPolicy:
@@ -138,41 +308,6 @@ def port_number(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not between 1 and 65535")
     return value
-
-
-def add_env_option(
-    parser: argparse.ArgumentParser,
-    flag: str,
-    *,
-    type: Callable[[str], Any] = str,
-    default: Any = None,
-    help: str = "",
-) -> None:
-    """Add ``--flag``; its default comes from NODERUN_<FLAG>, else the config file's
-    ``[verb]`` table, else ``default`` (a flag on the command line wins over all)."""
-    dest = flag.lstrip("-").replace("-", "_")
-    name = env_name(dest)
-    verb = parser.prog.split()[-1]
-    _KNOWN.setdefault(verb, set()).add(dest)
-    raw = os.environ.get(name)
-    source = name
-    if raw in (None, ""):
-        section = config_section(verb)
-        value = section.get(dest, section.get(flag.lstrip("-")))
-        raw = None if value is None else str(value)
-        source = f"{dest} in [{verb}] of {config_path()}"
-    if raw not in (None, ""):
-        try:
-            default = type(raw)
-        except (argparse.ArgumentTypeError, ValueError) as err:
-            raise UsageError(f"{source}={raw!r}: {err}", f"fix or unset {source}") from None
-    parser.add_argument(flag, dest=dest, type=type, default=default, help=f"{help} [{name}]")
-
-
-def add_script_arguments(parser: argparse.ArgumentParser) -> None:
-    """``SCRIPT [ARGS…]``: everything after SCRIPT goes to the script untouched."""
-    parser.add_argument("script", help="training script (.py)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for SCRIPT")
 
 
 def existing_script(text: str) -> Path:

@@ -18,38 +18,42 @@ from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
 from noderun.verbs.options import (
-    add_env_option,
-    add_script_arguments,
-    add_stall_options,
+    SCRIPT_ARGUMENTS,
+    STALL_OPTIONS,
+    OptionTable,
+    add_verb,
     existing_script,
     port_number,
     positive_int,
     stall_policy,
+    switch,
+    value,
+)
+
+OPTIONS = OptionTable(
+    "run",
+    (
+        value("--nnodes", type=positive_int, help="nodes (default 1; inside SLURM: all allocated)"),
+        value("--nproc-per-node", type=positive_int, default=1, help="processes per node"),
+        value("--run-dir", type=Path, help="run directory (default runs/<name>-…)"),
+        value("--master-port", type=port_number, help="rendezvous port (default: free)"),
+        *STALL_OPTIONS,
+        *run_slurm.ALLOCATION_OPTIONS,
+        switch("--dry-run", help="print the plan, start nothing"),
+        *SCRIPT_ARGUMENTS,
+    ),
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "run",
-        help="launch a script on N simulated nodes of this machine",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
+        help="launch a script on N nodes: simulated on this machine, or a SLURM allocation's",
         description="Launch SCRIPT as a multi-node job: one torchrun agent per node, "
         "P processes each, one rendezvous. Arguments after SCRIPT go to the script.",
     )
-    add_env_option(
-        parser, "--nnodes", type=positive_int, help="nodes (default 1; inside SLURM: all allocated)"
-    )
-    add_env_option(
-        parser, "--nproc-per-node", type=positive_int, default=1, help="processes per node"
-    )
-    add_env_option(parser, "--run-dir", type=Path, help="run directory (default runs/<name>-…)")
-    add_env_option(
-        parser, "--master-port", type=port_number, help="rendezvous port (default: free)"
-    )
-    add_stall_options(parser)
-    run_slurm.add_allocation_options(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print the plan, start nothing")
-    add_script_arguments(parser)
-    parser.set_defaults(handler=main)
 
 
 def build_plan(args: argparse.Namespace) -> LaunchPlan:

@@ -25,25 +25,23 @@ from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 from noderun.topology import port_for_job, require_free_port, tasks_per_node
-from noderun.verbs.options import add_env_option, existing_script, stall_policy
+from noderun.verbs.options import existing_script, stall_policy, value
 
-
-def add_allocation_options(parser: argparse.ArgumentParser) -> None:
-    """Options that matter inside a SLURM allocation (``noderun run`` registers them)."""
-    add_env_option(
-        parser,
+# options that matter inside a SLURM allocation; `noderun run` lists them in its table
+ALLOCATION_OPTIONS = (
+    value(
         "--mode",
         type=LaunchMode,
         default=LaunchMode.TORCHRUN,
         help="inside SLURM: torchrun (one agent per node) or srun (one task per rank)",
-    )
-    add_env_option(
-        parser,
+    ),
+    value(
         "--join-timeout",
         type=float,
         default=DEFAULT_JOIN_TIMEOUT,
         help="seconds for every node/rank to arrive before the job fails, naming the absent",
-    )
+    ),
+)
 
 
 def inside_allocation(environ: Mapping[str, str]) -> bool:

@@ -11,22 +11,31 @@ from pathlib import Path
 from noderun import rundir
 from noderun.errors import NoderunError, UsageError
 from noderun.stacks import Kind, Snapshot, render
+from noderun.verbs.options import OptionTable, add_verb, positional, switch
 
 _JOB_ID = re.compile(r"^\d+$")
 
 
+OPTIONS = OptionTable(
+    "stacks",
+    (
+        positional("target", metavar="RUN_DIR|JOB_ID", help="run directory or SLURM job id"),
+        switch("--full", help="print every group's whole stack"),
+        switch("--json", help="print the stacks as JSON"),
+    ),
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "stacks",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
         help="print the Python stack of every live rank of a running job, grouped",
         description="Take the stack of every live rank (py-spy; faulthandler for scripts that "
         "call noderun.init() when py-spy cannot attach), on this machine or on every node of a "
         "SLURM job (srun --overlap), and group ranks with the same stack.",
     )
-    parser.add_argument("target", metavar="RUN_DIR|JOB_ID", help="run directory or SLURM job id")
-    parser.add_argument("--full", action="store_true", help="print every group's whole stack")
-    parser.add_argument("--json", action="store_true", help="print the stacks as JSON")
-    parser.set_defaults(handler=main)
 
 
 def take(target: str) -> tuple[Snapshot, str]:

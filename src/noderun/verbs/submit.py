@@ -13,13 +13,17 @@ from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
 from noderun.verbs.options import (
-    add_env_option,
-    add_script_arguments,
-    add_stall_options,
+    SCRIPT_ARGUMENTS,
+    STALL_OPTIONS,
+    OptionTable,
+    add_verb,
     existing_script,
     port_number,
     positive_int,
+    repeated,
     stall_policy,
+    switch,
+    value,
 )
 
 SCRIPT_NAME = "job.sbatch"
@@ -32,46 +36,49 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+OPTIONS = OptionTable(
+    "submit",
+    (
+        value("--nodes", type=positive_int, default=1, help="nodes"),
+        value("--nproc-per-node", type=positive_int, default=1, help="ranks per node"),
+        value("--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="who starts the ranks"),
+        value("--partition", help="partition (default: the cluster's default)"),
+        value("--account", help="account to charge"),
+        value("--time", help="time limit, e.g. 01:30:00"),
+        value("--cpus-per-task", type=positive_int, default=1, help="CPUs per rank"),
+        value("--mem", help="memory per node, e.g. 16G"),
+        value("--gpus-per-node", type=positive_int, help="GPUs per node"),
+        value("--job-name", help="job name (default: the script's name)"),
+        repeated("--env", type=_env_pair, metavar="K=V", help="export K=V in the job (repeatable)"),
+        value("--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'"),
+        switch("--requeue", help="let SLURM requeue the job"),
+        value("--signal", help="signal before the time limit, e.g. USR1@90"),
+        value("--run-dir", type=Path, help="run directory on the shared filesystem"),
+        value("--master-port", type=port_number, help="rendezvous port (default: from job id)"),
+        value(
+            "--join-timeout",
+            type=float,
+            default=DEFAULT_JOIN_TIMEOUT,
+            help="seconds for every node/rank to arrive before the job fails",
+        ),
+        *STALL_OPTIONS,
+        switch("--dry-run", help="print the script, submit nothing"),
+        switch("--wait", help="follow the job; exit with its code"),
+        *SCRIPT_ARGUMENTS,
+    ),
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "submit",
-        help="submit a multi-node job to SLURM",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
+        help="submit a multi-node job to SLURM (sbatch), optionally follow it",
         description="Render an sbatch script (one srun step, `python -m noderun.node` per node, "
         "torchrun or one task per rank), submit it, print the job id and run directory. "
         "Arguments after SCRIPT go to the script, byte for byte.",
     )
-    add = add_env_option
-    add(parser, "--nodes", type=positive_int, default=1, help="nodes")
-    add(parser, "--nproc-per-node", type=positive_int, default=1, help="ranks per node")
-    add(parser, "--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="torchrun or srun")
-    add(parser, "--partition", help="partition (default: the cluster's default)")
-    add(parser, "--account", help="account to charge")
-    add(parser, "--time", help="time limit, e.g. 01:30:00")
-    add(parser, "--cpus-per-task", type=positive_int, default=1, help="CPUs per rank")
-    add(parser, "--mem", help="memory per node, e.g. 16G")
-    add(parser, "--gpus-per-node", type=positive_int, help="GPUs per node")
-    add(parser, "--job-name", help="job name (default: the script's name)")
-    parser.add_argument(
-        "--env", type=_env_pair, action="append", default=[], metavar="K=V",
-        help="export K=V in the job (repeatable)",
-    )  # fmt: skip
-    add(parser, "--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'")
-    parser.add_argument("--requeue", action="store_true", help="let SLURM requeue the job")
-    add(parser, "--signal", help="signal before the time limit, e.g. USR1@90")
-    add(parser, "--run-dir", type=Path, help="run directory on the shared filesystem")
-    add(parser, "--master-port", type=port_number, help="rendezvous port (default: from job id)")
-    add(
-        parser,
-        "--join-timeout",
-        type=float,
-        default=DEFAULT_JOIN_TIMEOUT,
-        help="seconds for every node/rank to arrive before the job fails",
-    )
-    add_stall_options(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print the script, submit nothing")
-    parser.add_argument("--wait", action="store_true", help="follow the job; exit with its code")
-    add_script_arguments(parser)
-    parser.set_defaults(handler=main)
 
 
 def build_request(args: argparse.Namespace) -> SubmitRequest:

@@ -7,33 +7,49 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from noderun.verbs.options import positive_int
+from noderun.verbs.options import (
+    OptionTable,
+    add_verb,
+    positional,
+    positive_int,
+    repeated,
+    switch,
+    value,
+)
 
 if TYPE_CHECKING:
     from noderun.verify import Report
 
 
+OPTIONS = OptionTable(
+    "verify",
+    (
+        positional(
+            "target",
+            metavar="RUN_DIR|JOB_ID",
+            help="run directory of a finished run, or its job id",
+        ),
+        switch("--json", help="print the report as JSON"),
+        value("--world-size", type=positive_int, env=False, help="expected ranks [run.json]"),
+        value("--nnodes", type=positive_int, env=False, help="expected nodes (default: run.json)"),
+        value("--backend", choices=("gloo", "nccl"), env=False, help="expected backend"),
+        value("--epochs", type=positive_int, env=False, help="expected epochs completed"),
+        repeated("--skip", metavar="CHECK", help="skip a check (repeatable)"),
+    ),
+)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = sub.add_parser(
-        "verify",
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
         help="check that a finished run is healthy (PASS/FAIL per check)",
         description="Check a run directory: run.json and its exit status, runtime.json, "
         "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
         "the final checkpoint loads, no rank with errors; under SLURM also sacct_summary.txt and "
         "the job's final state. Exit 0 healthy, 1 not, 2 bad input.",
     )
-    parser.add_argument(
-        "target", metavar="RUN_DIR|JOB_ID", help="run directory of a finished run, or its job id"
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--world-size", type=positive_int, help="expected ranks [run.json]")
-    parser.add_argument("--nnodes", type=positive_int, help="expected nodes (default: run.json)")
-    parser.add_argument("--backend", choices=("gloo", "nccl"), help="expected backend")
-    parser.add_argument("--epochs", type=positive_int, help="expected epochs completed")
-    parser.add_argument(
-        "--skip", action="append", default=[], metavar="CHECK", help="skip a check (repeatable)"
-    )
-    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_report(report: Report) -> None:
-    from noderun.status_table import print_table
+    from noderun.verbs.status_table import print_table
 
     rows = [
         (c.name, c.status.value, c.detail + (f" (fix: {c.fix})" if c.fix else ""))
