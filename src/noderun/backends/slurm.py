@@ -152,6 +152,7 @@ class JobState:
     signal: int | None = None
     nodes: str = ""
     reason: str = ""
+    stdout: str = ""  # the batch script's output file (scontrol only; %j expanded)
 
     @property
     def status(self) -> str:
@@ -194,6 +195,7 @@ def job_state(job_id: str) -> JobState | None:
             signal=sig,
             nodes=fields.get("NodeList", ""),
             reason=fields.get("Reason", ""),
+            stdout=fields.get("StdOut", "").replace("%j", job_id),
         )
     result = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "--format=State,ExitCode,NodeList"])
     line = _first_line(result.stdout) if result.returncode == 0 else ""

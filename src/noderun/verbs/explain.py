@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from noderun.verbs.options import OptionTable, add_verb, positional, switch
+from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
 
 if TYPE_CHECKING:
     from noderun.explain import Finding
@@ -20,6 +20,15 @@ OPTIONS = OptionTable(
             "targets", nargs="+", metavar="LOG", help="log file, directory, run dir, or job id"
         ),
         switch("--json", help="print the findings as JSON"),
+        value(
+            "--quiet-for",
+            type=float,
+            default=20.0,
+            metavar="SECONDS",
+            env=False,
+            help="a running job whose start-up log shows fewer ranks than it announced and "
+            "nothing for this long is reported as hanging (missing launcher)",
+        ),
     ),
 )
 
@@ -38,8 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def main(args: argparse.Namespace) -> int:
     from noderun.explain import explain
+    from noderun.explain.running import running_job_hangs
 
-    findings = explain(args.targets)
+    hangs = [f for t in args.targets if (f := running_job_hangs(t, args.quiet_for))]
+    findings = hangs or explain(args.targets)
     if args.json:
         print(json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2))
     else:

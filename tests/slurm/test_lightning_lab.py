@@ -1,0 +1,92 @@
+"""Lightning on the real Slurm lab: srun mode through `noderun submit`, `noderun run` inside an
+allocation, and seed 002's mistake (bare python, --ntasks-per-node=2) named while it hangs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, clean_env, noderun
+from tests.slurm.lab import PYTHON, require_lab, salloc
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+pytest.importorskip("lightning", reason="the Lightning example needs noderun[lightning]")
+
+EXAMPLE = ROOT / "examples" / "lightning_classifier.py"
+
+
+@pytest.fixture(autouse=True)
+def _lab() -> None:
+    require_lab()
+
+
+def _trained(run_dir: Path, output: str, world: int) -> None:
+    assert f"All distributed processes registered. Starting with {world} processes" in output
+    for rank in range(world):
+        assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}" in output
+    (metrics,) = run_dir.glob("lightning_logs/version_*/metrics.csv")
+    assert "val_accuracy" in metrics.read_text().splitlines()[0]
+
+
+def test_submit_srun_mode_and_run_inside_salloc(tmp_path: Path) -> None:
+    inside = salloc(
+        ["--nodes=2", PYTHON, "-m", "noderun", "run", "--nproc-per-node=2",
+         f"--run-dir={tmp_path / 'salloc'}", str(EXAMPLE), "--epochs", "2"]
+    )  # fmt: skip
+    submitted = noderun(
+        ["submit", "--wait", "--mode", "srun", "--nodes", "2", "--nproc-per-node", "2",
+         "--time", "5", "--run-dir", str(tmp_path / "srun"), str(EXAMPLE), "--epochs", "2"],
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    out_inside, _ = inside.communicate(timeout=300)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    _trained(tmp_path / "srun", submitted.stdout, 4)
+    assert "SLURM auto-requeueing enabled" in submitted.stdout  # Lightning saw SLURM's ranks
+    assert inside.returncode == 0, out_inside
+    _trained(tmp_path / "salloc", out_inside, 4)
+
+
+def test_a_trainer_shape_other_than_the_allocation_is_one_line(tmp_path: Path) -> None:
+    result = noderun(
+        ["submit", "--wait", "--mode", "srun", "--nodes", "2", "--nproc-per-node", "1",
+         "--time", "5", "--run-dir", str(tmp_path / "r"), str(EXAMPLE), "--num-nodes", "1"],
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "--num-nodes 1 but the launcher started 2 node(s) x 1 process(es)" in result.stdout
+
+
+def test_seed_002_missing_srun_is_named_while_the_job_hangs(tmp_path: Path) -> None:
+    script = tmp_path / "seed002.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=2\n#SBATCH --time=5\n"
+        f"#SBATCH --output={tmp_path}/slurm-%j.out\n"
+        f"export NODERUN_RUN_DIR={tmp_path}/run\n"
+        f"{PYTHON} {EXAMPLE} --num-nodes 2 --devices 2\n"
+    )
+    assert noderun(["check", str(script)]).returncode == 1  # caught before submitting, too
+    started = time.monotonic()
+    sbatch = subprocess.run(
+        ["sbatch", str(script)], capture_output=True, text=True, cwd=ROOT, env=clean_env()
+    )
+    job_id = re.search(r"(\d+)", sbatch.stdout).group(1)  # type: ignore[union-attr]
+    try:
+        diagnosis = None
+        while time.monotonic() - started < 90:
+            result = noderun(["explain", "--quiet-for", "10", job_id])
+            if "root cause: missing-launcher: hanging at start-up" in result.stdout:
+                diagnosis = time.monotonic() - started
+                break
+            time.sleep(2)
+        assert diagnosis is not None, result.stdout + result.stderr
+        assert diagnosis < 60
+        assert "1/4 ranks started (rank 0)" in result.stdout
+        assert "srun python" in result.stdout
+    finally:
+        subprocess.run(["scancel", job_id], check=False)
