@@ -11,7 +11,7 @@ from noderun import __version__
 from noderun.errors import NoderunError
 from noderun.verbs.options import CONFIG_ENV, DEFAULT_CONFIG, resolve_options
 
-VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check")
+VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
 
 DESCRIPTION = (
     "noderun launches multi-node PyTorch training - on simulated nodes of this machine, inside "

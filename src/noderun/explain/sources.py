@@ -28,9 +28,11 @@ class Sources:
     time_hints: dict[Path, float] = dataclasses.field(default_factory=dict)
     # a known failure with no log line to show for it (run.json, sacct): (file, text)
     failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    _seen: set[Path] = dataclasses.field(default_factory=set, repr=False)
 
     def add(self, path: Path) -> None:
-        if path not in self.files:
+        if path not in self._seen:  # a set: 10,000 rank logs must not cost 10,000^2 compares
+            self._seen.add(path)
             self.files.append(path)
 
 

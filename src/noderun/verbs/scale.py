@@ -1,0 +1,227 @@
+"""``noderun scale SCRIPT [ARGS…]``: a sweep over nodes x processes, each point a real,
+verified run directory; scaling.csv, scaling.png and scaling.md in the sweep directory."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from noderun.errors import UsageError
+from noderun.verbs.options import (
+    SCRIPT_ARGUMENTS,
+    OptionTable,
+    add_verb,
+    existing_script,
+    positive_int,
+    switch,
+    value,
+)
+
+OPTIONS = OptionTable(
+    "scale",
+    (
+        value("--nodes", type=lambda t: int_list(t, "--nodes"), default=(1, 2),
+              metavar="N,N…", help="node counts to sweep"),
+        value("--nproc-per-node", type=lambda t: int_list(t, "--nproc-per-node"), default=(1,),
+              metavar="P,P…", help="processes per node to sweep"),
+        value("--scaling", choices=("strong", "weak"), default="strong",
+              help="strong: fixed global work; weak: fixed work per rank (the script reads "
+              "NODERUN_SCALING and NODERUN_SCALE_FACTOR)"),
+        value("--out", type=Path, help="sweep directory (default runs/scale-<script>-…)"),
+        switch("--submit", help="run every point as a SLURM job (noderun submit --wait)"),
+        value("--time", help="with --submit: each job's time limit (sbatch --time)"),
+        value("--partition", help="with --submit: the partition"),
+        value("--point-timeout", type=positive_int, default=1800, metavar="SECONDS",
+              help="give up on a point after this long"),
+        *SCRIPT_ARGUMENTS,
+    ),
+)  # fmt: skip
+
+
+def int_list(text: str, flag: str) -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4), every value >= 1, or a one-line reason."""
+    try:
+        values = tuple(positive_int(part.strip()) for part in text.split(",") if part.strip())
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{flag} {text!r}: {err}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{flag} needs at least one value, e.g. 1,2,4")
+    return values
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    add_verb(
+        sub,
+        OPTIONS,
+        main,
+        help="sweep nodes x processes: speedup, efficiency, where the time goes",
+        description="Run SCRIPT once per point of --nodes x --nproc-per-node (locally, or "
+        "with --submit on SLURM), verify each run, and write scaling.csv, scaling.png and "
+        "scaling.md. A failing point is reported with its explain finding and the sweep goes "
+        "on. The script is told the scaling mode by NODERUN_SCALING=strong|weak and, for weak "
+        "scaling, how much more work to do by NODERUN_SCALE_FACTOR (ranks / ranks of the "
+        "smallest point).",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from noderun.scale.analysis import plan_points, rows_csv, rows_markdown, scaling_rows
+    from noderun.scale.plot import plot_scaling
+
+    script = existing_script(args.script).resolve()
+    out = args.out or _default_out(script)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"sweep directory {out} is not empty", "pass a new --out DIR")
+    if not args.submit and (args.time or args.partition):
+        raise UsageError("--time and --partition only apply to --submit", "add --submit")
+    points = plan_points(args.nodes, args.nproc_per_node)
+    out.mkdir(parents=True, exist_ok=True)
+    base_ranks = points[0].ranks
+    results = []
+    with _Progress(len(points)) as progress:
+        for point in points:
+            progress.start(point.name)
+            results.append(_run_point(args, script, out, point, base_ranks))
+            progress.done(point.name, results[-1].ok, results[-1].finding)
+    rows = scaling_rows(results, args.scaling)
+    (out / "scaling.csv").write_text(rows_csv(rows))
+    (out / "scaling.md").write_text(rows_markdown(rows, args.scaling, os.cpu_count()))
+    title = f"{script.name}: {args.scaling} scaling on {os.cpu_count()} cores"
+    plotted = plot_scaling(rows, out / "scaling.png", title)
+    print((out / "scaling.md").read_text(), end="")
+    written = "scaling.csv, scaling.md" + (", scaling.png" if plotted else "")
+    if not plotted:
+        written += " (no plot: pip install matplotlib, or no point succeeded)"
+    print(f"noderun: sweep of {len(points)} point(s) in {out}: {written}")
+    failed = [r.point.name for r in results if not r.ok]
+    if failed:
+        print(f"noderun: {len(failed)} point(s) failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _default_out(script: Path) -> Path:
+    from noderun.rundir import new_run_dir
+
+    return new_run_dir(f"scale-{script.stem}.py")
+
+
+def _run_point(
+    args: argparse.Namespace, script: Path, out: Path, point: Any, base_ranks: int
+) -> Any:
+    from noderun.scale.analysis import PointResult
+
+    run_dir = out / point.name
+    factor = point.ranks / base_ranks
+    env = {
+        **os.environ,
+        "NODERUN_SCALING": args.scaling,
+        "NODERUN_SCALE_FACTOR": str(int(factor)) if factor.is_integer() else f"{factor:.4f}",
+    }
+    size = [f"--nproc-per-node={point.nproc_per_node}", f"--run-dir={run_dir}"]
+    if args.submit:
+        cmd = ["submit", "--wait", f"--nodes={point.nodes}", *size]
+        cmd += [f"--time={args.time}"] if args.time else []
+        cmd += [f"--partition={args.partition}"] if args.partition else []
+    else:
+        cmd = ["run", f"--nnodes={point.nodes}", *size]
+    argv = [sys.executable, "-m", "noderun", *cmd, str(script), *args.script_args]
+    log = out / f"{point.name}.log"
+    try:
+        with log.open("w") as f:
+            code = subprocess.run(
+                argv, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=args.point_timeout
+            ).returncode
+    except subprocess.TimeoutExpired:
+        code = -1
+    record = _read_json(run_dir / "run.json")
+    healthy = code == 0 and _noderun_json(["verify", "--json", str(run_dir)]).get("healthy")
+    finding = "" if healthy else _finding(run_dir, log, code)
+    return PointResult(
+        point=point,
+        ok=bool(healthy),
+        run_dir=str(run_dir),
+        wall_sec=record.get("duration_sec"),
+        metrics=tuple(_metrics(run_dir)),
+        finding=finding,
+    )
+
+
+def _finding(run_dir: Path, log: Path, code: int) -> str:
+    if code == -1:
+        return "timed out (--point-timeout)"
+    target = run_dir if run_dir.is_dir() else log
+    findings = _noderun_json(["explain", "--json", str(target)]).get("findings") or []
+    if findings:
+        first = findings[0]
+        evidence = (first.get("evidence") or {}).get("text", "").strip()
+        return f"{first['cause']}: {first['summary']}" + (f" ({evidence})" if evidence else "")
+    return f"exit {code}; not healthy (see `noderun verify {run_dir}`)"
+
+
+def _noderun_json(args: Sequence[str]) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "noderun", *args], capture_output=True, text=True, timeout=300
+    )
+    try:
+        data = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _metrics(run_dir: Path) -> list[dict[str, str]]:
+    try:
+        with (run_dir / "metrics.csv").open() as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+class _Progress:
+    """A rich progress bar on a terminal, one plain line per point otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+        self.task: Any = None
+        self.log: Callable[[str], None] = lambda text: print(text, flush=True)
+
+    def __enter__(self) -> _Progress:
+        if sys.stdout.isatty():
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.__enter__()
+            self.task = self.bar.add_task("sweep", total=self.total)
+            self.log = self.bar.console.print
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+    def start(self, name: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=f"point {name}")
+        else:
+            self.log(f"noderun: scale point {name} …")
+
+    def done(self, name: str, ok: bool, finding: str) -> None:
+        self.log(f"noderun: point {name} " + ("ok" if ok else f"FAILED: {finding}"))
+        if self.bar is not None:
+            self.bar.advance(self.task)
