@@ -13,41 +13,21 @@ import argparse
 import dataclasses
 import ipaddress
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import NodeGate
 from noderun.plan.launch import torchrun_argv
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
-from noderun.topology import expand_hostlist, port_for_job, tasks_per_node
+from noderun.topology import in_slurm_step, port_for_job, tasks_per_node
 
 SRUN_HINT = "srun --nodes=N --ntasks-per-node=1 python -m noderun.node … -- SCRIPT"
-
-
-def hostnames(nodelist: str) -> list[str]:
-    """Expand a SLURM node list: ``scontrol show hostnames`` when present, else our parser."""
-    scontrol = shutil.which("scontrol")
-    if scontrol and nodelist:
-        try:
-            out = subprocess.run(
-                [scontrol, "show", "hostnames", nodelist],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=True,
-            ).stdout.split()
-        except (OSError, subprocess.SubprocessError):
-            out = []
-        if out:
-            return out
-    return expand_hostlist(nodelist)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +97,7 @@ def _int(environ: Mapping[str, str], *names: str) -> int | None:
 
 def resolve(opts: argparse.Namespace, environ: Mapping[str, str]) -> NodeSpec:
     """Explicit options win; otherwise the srun step's variables. Raises with a hint."""
-    in_step = "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
+    in_step = in_slurm_step(environ)
     explicit = opts.node_rank is not None and opts.nnodes is not None and opts.master_addr
     if not in_step and not explicit:
         raise UsageError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from noderun.check_result import Status
 from noderun.doctor import checks
 from noderun.doctor.collective import bus_factor
 from noderun.doctor.probe import read_marked, visible_env, write_marked
-from noderun.doctor.runner import render_sbatch
+from noderun.doctor.runner import batch_plan
+from noderun.errors import UsageError
 
 
 def facts(host: str = "node1", **over: object) -> dict:
@@ -155,10 +157,20 @@ def test_marked_output_survives_cut_lines_and_interleaving(capfd):
     assert {"b": 1} in values and {"a": "x" * 3000} in values and len(values) == 2
 
 
-def test_submit_script_quotes_every_path(tmp_path):
-    run_dir = tmp_path / "run dir; rm -rf ~"
-    script = render_sbatch(3, 1, run_dir, "debug")
+def test_submit_script_is_rendered_by_plan_sbatch(tmp_path):
+    """One sbatch renderer: the doctor's job is a SubmitRequest whose command is `doctor`."""
+    run_dir = tmp_path / "run"
+    script = str(batch_plan(3, 2, run_dir, "debug"))
     assert "#SBATCH --nodes=3" in script and "#SBATCH --partition=debug" in script
-    assert f"'{run_dir}'" in script  # shlex-quoted, the ; is not a command separator
-    assert script.splitlines()[-1].startswith("exec ")
-    assert Path(script.splitlines()[-1].split()[1]).name.startswith("python")
+    assert "#SBATCH --ntasks-per-node=2" in script and "#SBATCH --cpus-per-task=1" in script
+    assert f"#SBATCH --output={run_dir}/logs/slurm-%j.out" in script
+    last = shlex.split(script.splitlines()[-1])
+    assert last[0] == "exec" and Path(last[1]).name.startswith("python")
+    assert last[2:5] == ["-m", "noderun", "doctor"]
+    assert last[last.index("--result-file") + 1] == str(run_dir / "doctor.json")
+
+
+def test_submit_refuses_a_path_sbatch_cannot_carry(tmp_path):
+    """#SBATCH lines are not shell: a quoted path would reach sbatch with its quotes."""
+    with pytest.raises(UsageError, match="#SBATCH lines cannot carry"):
+        batch_plan(3, 1, tmp_path / "run dir; rm -rf ~", "debug")

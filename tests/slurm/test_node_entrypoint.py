@@ -177,7 +177,7 @@ def test_gate_refuses_a_busy_port() -> None:
 
 
 def test_hostnames_falls_back_to_the_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(node.shutil, "which", lambda _: None)
+    monkeypatch.setattr("noderun.backends.slurm.shutil.which", lambda _: None)
     assert node.hostnames("gpu-a[001-002,010],gpu-b7") == [
         "gpu-a001",
         "gpu-a002",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends import slurm
-from noderun.backends.slurm import JobState, _gpus, parse_scontrol_job
+from noderun.backends.slurm_text import JobState, gpus_of_gres, parse_scontrol_job
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.plan.slurm import LaunchMode, StepPlan
 
@@ -128,9 +128,9 @@ def test_job_states_map_to_run_statuses(
 
 
 def test_gpu_counts_from_gres() -> None:
-    assert _gpus("(null)") == 0
-    assert _gpus("gpu:4") == 4
-    assert _gpus("gpu:a100:8(S:0-1),shard:2") == 8
+    assert gpus_of_gres("(null)") == 0
+    assert gpus_of_gres("gpu:4") == 4
+    assert gpus_of_gres("gpu:a100:8(S:0-1),shard:2") == 8
 
 
 def test_sacct_summary_says_when_accounting_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

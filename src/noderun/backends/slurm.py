@@ -1,52 +1,64 @@
-"""SLURM client side: what the cluster offers, sbatch, job polling, the sacct summary.
+"""The SLURM client: every call to sbatch, srun (captured steps), scontrol, sacct and sinfo.
 
-Polls ``scontrol show job -o ID`` rather than ``sbatch --wait`` (which polls every few
-seconds); sacct records reach slurmdbd asynchronously, so the summary polls too.
+Their output is parsed by the pure functions of ``slurm_text``. Polls ``scontrol show job -o
+ID`` rather than ``sbatch --wait`` (which polls every few seconds); sacct records reach
+slurmdbd asynchronously, so the summary polls too. Imports nothing heavy: the runtime (inside
+every rank) and the per-node entrypoint use it too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from noderun.backends.slurm_text import (
+    FINAL,
+    JOB_FIELDS,
+    JOB_STATES,
+    SACCT_FIELDS,
+    JobRecord,
+    JobState,
+    format_table,
+    parse_sacct_job,
+    parse_sacct_rows,
+    parse_scontrol_job,
+    parse_sinfo_nodes,
+    sacct_settled,
+)
 from noderun.errors import NoderunError, UsageError
+from noderun.topology.hostlist import expand_hostlist
 
 SACCT_SUMMARY = "sacct_summary.txt"
-SACCT_FIELDS = "JobID,JobName,State,ExitCode,Elapsed,NNodes,NodeList"
 
-# SLURM job state -> noderun run status (a table, not an if-chain)
-JOB_STATES: dict[str, str] = {
-    "PENDING": "pending",
-    "CONFIGURING": "pending",
-    "REQUEUED": "pending",
-    "REQUEUE_HOLD": "pending",
-    "REQUEUE_FED": "pending",
-    "RESV_DEL_HOLD": "pending",
-    "RUNNING": "running",
-    "COMPLETING": "running",
-    "SUSPENDED": "running",
-    "STAGE_OUT": "running",
-    "SIGNALING": "running",
-    "RESIZING": "running",
-    "COMPLETED": "completed",
-    "FAILED": "failed",
-    "NODE_FAIL": "failed",
-    "BOOT_FAIL": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "DEADLINE": "failed",
-    "TIMEOUT": "timeout",
-    "CANCELLED": "cancelled",
-    "PREEMPTED": "preempted",
-    "REVOKED": "cancelled",
-    "SPECIAL_EXIT": "failed",
-}
-FINAL = {"completed", "failed", "timeout", "cancelled", "preempted"}
-_KEY_VALUE = re.compile(r"(\S+?)=(.*?)(?= \S+?=|\s*$)")
+__all__ = [
+    "FINAL",
+    "JOB_STATES",
+    "SACCT_FIELDS",
+    "SACCT_SUMMARY",
+    "JobRecord",
+    "JobState",
+    "PartitionInfo",
+    "StepOutput",
+    "available",
+    "hostnames",
+    "job_record",
+    "job_requeueable",
+    "job_state",
+    "parse_scontrol_job",
+    "partitions",
+    "pick_partition",
+    "requeue",
+    "require_command",
+    "run_step",
+    "sacct_summary",
+    "sbatch",
+    "wait_for_job",
+    "write_sacct_summary",
+]
 
 
 def _run(argv: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -55,6 +67,11 @@ def _run(argv: Sequence[str], timeout: float = 30) -> subprocess.CompletedProces
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "no message")
+
+
+def available() -> bool:
+    """SLURM's client commands are installed here (scontrol or sacct)."""
+    return shutil.which("scontrol") is not None or shutil.which("sacct") is not None
 
 
 def require_command(name: str) -> str:
@@ -80,16 +97,6 @@ class PartitionInfo:
     max_gpus: int
 
 
-def _gpus(gres: str) -> int:
-    """``gpu:a100:4(S:0-1),shard:2`` -> 4; ``(null)`` -> 0."""
-    total = 0
-    for item in gres.split(","):
-        parts = item.split("(")[0].split(":")
-        if parts[0] == "gpu" and parts[-1].isdigit():
-            total = max(total, int(parts[-1]))
-    return total
-
-
 def partitions() -> list[PartitionInfo]:
     """Every partition with node count and the largest CPU/GPU count of its nodes."""
     result = _run([require_command("sinfo"), "-h", "-N", "-o", "%N|%P|%c|%G"])
@@ -99,18 +106,13 @@ def partitions() -> list[PartitionInfo]:
     cpus: dict[str, int] = {}
     gpus: dict[str, int] = {}
     default: set[str] = set()
-    for line in result.stdout.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 4:
-            continue
-        node, raw_part, cpu_text, gres = fields
+    for node, raw_part, node_cpus, node_gpus in parse_sinfo_nodes(result.stdout):
         name = raw_part.rstrip("*")
         if raw_part.endswith("*"):
             default.add(name)
         nodes.setdefault(name, set()).add(node)
-        digits = re.match(r"\d+", cpu_text)
-        cpus[name] = max(cpus.get(name, 0), int(digits.group()) if digits else 0)
-        gpus[name] = max(gpus.get(name, 0), _gpus(gres))
+        cpus[name] = max(cpus.get(name, 0), node_cpus)
+        gpus[name] = max(gpus.get(name, 0), node_gpus)
     return [
         PartitionInfo(name, name in default, len(hosts), cpus[name], gpus[name])
         for name, hosts in nodes.items()
@@ -142,68 +144,82 @@ def sbatch(script: Path) -> str:
     return job_id
 
 
-@dataclasses.dataclass(frozen=True)
-class JobState:
-    """A job as scontrol (or sacct) sees it."""
-
-    job_id: str
-    state: str  # SLURM's word, e.g. COMPLETED
-    exit_code: int | None = None
-    signal: int | None = None
-    nodes: str = ""
-    reason: str = ""
-    stdout: str = ""  # the batch script's output file (scontrol only; %j expanded)
-
-    @property
-    def status(self) -> str:
-        return JOB_STATES.get(self.state.split()[0].rstrip("+"), "unknown")
-
-    @property
-    def final(self) -> bool:
-        return self.status in FINAL
-
-    @property
-    def shell_exit_code(self) -> int:
-        """What ``submit --wait`` returns: the batch exit code, 128+signal, 1 if unknown."""
-        if self.signal:
-            return 128 + self.signal
-        if self.exit_code is not None and (self.exit_code or self.status == "completed"):
-            return self.exit_code
-        return 0 if self.status == "completed" else 1
-
-
-def parse_scontrol_job(text: str) -> dict[str, str]:
-    """``JobId=1 JobState=COMPLETED ExitCode=0:0 …`` (scontrol -o) -> dict."""
-    return {m.group(1): m.group(2) for m in _KEY_VALUE.finditer(text.strip())}
-
-
-def _exit_pair(text: str) -> tuple[int | None, int | None]:
-    code, _, sig = text.partition(":")
-    return (int(code) if code.isdigit() else None, int(sig) if sig.isdigit() else None)
+def job_record(job_id: str) -> JobRecord | None:
+    """scontrol's record (kept MinJobAge seconds after the end), else sacct's, else None."""
+    if shutil.which("scontrol"):
+        try:
+            result = _run(["scontrol", "show", "job", "-o", job_id])
+        except (OSError, subprocess.TimeoutExpired):
+            result = None
+        if result is not None and result.returncode == 0 and result.stdout.strip():
+            return JobRecord(job_id, parse_scontrol_job(result.stdout), "scontrol")
+    if shutil.which("sacct") is None:
+        return None
+    try:
+        result = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", JOB_FIELDS])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = parse_sacct_job(result.stdout) if result.returncode == 0 else {}
+    return JobRecord(job_id, fields, "sacct") if fields.get("State") else None
 
 
 def job_state(job_id: str) -> JobState | None:
-    """scontrol's view (kept MinJobAge seconds after the end), else sacct's, else None."""
-    result = _run(["scontrol", "show", "job", "-o", job_id])
-    if result.returncode == 0 and result.stdout.strip():
-        fields = parse_scontrol_job(result.stdout.splitlines()[0])
-        code, sig = _exit_pair(fields.get("ExitCode", ""))
-        return JobState(
-            job_id=job_id,
-            state=fields.get("JobState", "UNKNOWN"),
-            exit_code=code,
-            signal=sig,
-            nodes=fields.get("NodeList", ""),
-            reason=fields.get("Reason", ""),
-            stdout=fields.get("StdOut", "").replace("%j", job_id),
+    """The job's state now (scontrol, else sacct), or None when neither knows it."""
+    record = job_record(job_id)
+    return record.state if record else None
+
+
+def job_requeueable(job_id: str) -> bool:
+    """True when the job was submitted with ``--requeue`` (False when SLURM cannot say)."""
+    record = job_record(job_id)
+    return record is not None and record.requeueable
+
+
+def requeue(job_id: str) -> str:
+    """``scontrol requeue JOB``: '' when done, else scontrol's one-line reason."""
+    try:
+        done = _run(["scontrol", "requeue", job_id])
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    return "" if done.returncode == 0 else _first_line(done.stderr) or str(done.returncode)
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """Expand a SLURM node list: ``scontrol show hostnames`` when present, else our parser."""
+    if shutil.which("scontrol") and nodelist:
+        try:
+            done = _run(["scontrol", "show", "hostnames", nodelist], timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            done = None
+        if done is not None and done.returncode == 0 and done.stdout.split():
+            return done.stdout.split()
+    return expand_hostlist(nodelist)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepOutput:
+    """A captured srun step: exit code (124 on timeout) and stdout+stderr."""
+
+    code: int
+    text: str
+
+
+def run_step(
+    srun_options: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
+) -> StepOutput:
+    """``srun OPTIONS ARGV`` with its output captured whole (short steps, e.g. doctor's)."""
+    command = [require_command("srun"), *srun_options, *argv]
+    try:
+        done = subprocess.run(
+            command, env=dict(env), capture_output=True, text=True, timeout=timeout
         )
-    result = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "--format=State,ExitCode,NodeList"])
-    line = _first_line(result.stdout) if result.returncode == 0 else ""
-    if line.count("|") == 2:
-        state, exit_text, nodes = line.split("|")
-        code, sig = _exit_pair(exit_text)
-        return JobState(job_id=job_id, state=state, exit_code=code, signal=sig, nodes=nodes)
-    return None
+    except subprocess.TimeoutExpired as err:
+        partial = [
+            o.decode(errors="replace") if isinstance(o, bytes) else o or ""
+            for o in (err.stdout, err.stderr)
+        ]
+        return StepOutput(124, "".join(partial) + f"\ntimed out after {timeout:.0f} s")
+    return StepOutput(done.returncode, done.stdout + done.stderr)
 
 
 def wait_for_job(
@@ -239,18 +255,7 @@ def _sacct_rows(job_id: str) -> tuple[list[list[str]] | None, str]:
     result = _run(["sacct", "-P", "-j", job_id, f"--format={SACCT_FIELDS}"])
     if result.returncode != 0:
         return None, _first_line(result.stderr or result.stdout)
-    rows = [line.split("|") for line in result.stdout.splitlines() if line.strip()]
-    return rows, ""
-
-
-def _settled(rows: list[list[str]], job_final: bool) -> bool:
-    """True once the records we care about are final (steps, and the job when it ended)."""
-    body = rows[1:]
-    if not body:
-        return False
-    steps = [r for r in body if "." in r[0] and r[0].split(".")[1][:1].isdigit()]
-    wanted = body if job_final else steps
-    return bool(wanted) and all(JOB_STATES.get(r[2].split()[0], "") in FINAL for r in wanted)
+    return parse_sacct_rows(result.stdout), ""
 
 
 def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
@@ -259,17 +264,15 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
         return f"accounting not available for job {job_id}: `sacct` is not installed here\n"
     deadline = time.monotonic() + timeout
     rows, error = _sacct_rows(job_id)
-    while rows is not None and not _settled(rows, job_final) and time.monotonic() < deadline:
+    while rows is not None and not sacct_settled(rows, job_final) and time.monotonic() < deadline:
         time.sleep(0.5)  # records reach slurmdbd asynchronously
         rows, error = _sacct_rows(job_id)
     if rows is None:
         state = job_state(job_id)
         seen = f"scontrol says {state.state}, exit code {state.exit_code}" if state else ""
         return f"accounting not available for job {job_id}: {error}\n{seen}\n".rstrip() + "\n"
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    note = "" if _settled(rows, job_final) else " (some records were still arriving)"
-    return f"sacct for job {job_id}{note}\n" + "\n".join(line.rstrip() for line in lines) + "\n"
+    note = "" if sacct_settled(rows, job_final) else " (some records were still arriving)"
+    return f"sacct for job {job_id}{note}\n" + "\n".join(format_table(rows)) + "\n"
 
 
 def write_sacct_summary(run_dir: Path, job_id: str, job_final: bool) -> Path:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from noderun.check_result import Check, Status, failed, passed, skipped, warned
+from noderun.doctor.ifname import RULES as IFNAME_RULES
 
 Facts = dict[str, Any]
 MIN_FREE = 1 << 30  # warn below 1 GiB free in the run directory
@@ -127,15 +128,21 @@ def check_interface(facts: Facts, everyone: Sequence[Facts]) -> Check:
             "check the network configuration and MASTER_ADDR",
         )
     env = facts.get("env") or {}
-    set_to = {k: env[k] for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME") if k in env}
-    wrong = {
-        k: v for k, v in set_to.items() if v.lstrip("=^") and not iface.startswith(v.lstrip("=^"))
-    }
+    wrong = []
+    for name, rule in IFNAME_RULES.items():
+        if name in env:
+            verdict = rule(env[name], iface)
+            if not verdict.selected:
+                wrong.append(f"{name}={env[name]}: {verdict.reason}")
+    setting = env.get("GLOO_SOCKET_IFNAME", "")
+    known = facts.get("interfaces")
+    absent = [n for n in setting.split(",") if n and known is not None and n not in known]
+    if absent and not wrong:  # gloo opens every listed interface: one missing fails init
+        wrong.append(f"GLOO_SOCKET_IFNAME={setting}: no interface {', '.join(absent)} here")
     if wrong:
-        names = ", ".join(f"{k}={v}" for k, v in wrong.items())
         return failed(
             "interface",
-            f"{names} but the master is routed via {iface}",
+            f"{'; '.join(wrong)}; the master is routed via {iface}",
             f"export NCCL_SOCKET_IFNAME={iface} GLOO_SOCKET_IFNAME={iface}",
         )
     multi_host = len({f.get("host") for f in everyone}) > 1

@@ -226,6 +226,7 @@ def run_probe(
     address = (facts["master"]["addresses"] or [master])[0]
     facts["contact"] = contact_master(address, port, deadline)
     facts["route"] = route_interface(address, port)
+    facts["interfaces"] = sorted(psutil.net_if_addrs())
     try:
         facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
     except OSError as err:

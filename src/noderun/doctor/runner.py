@@ -10,8 +10,6 @@ import dataclasses
 import json
 import os
 import secrets
-import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -20,11 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun.backends import slurm
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
 from noderun.doctor.probe import read_marked
 from noderun.errors import UsageError
+from noderun.plan.sbatch import SbatchPlan, SubmitRequest
+from noderun.plan.slurm import LaunchMode
 from noderun.topology import free_port, port_for_job
 
 PROBE_WAIT = 20.0
@@ -119,8 +120,16 @@ def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, s
     return done.returncode, done.stdout + done.stderr
 
 
-def _collective(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[Any, str]:
-    code, text = _run(argv, env, log)
+def _srun(
+    options: Sequence[str], argv: Sequence[str], env: Mapping[str, str], log: Path
+) -> tuple[int, str]:
+    """A step through the SLURM client, its whole output kept in ``log``."""
+    step = slurm.run_step(options, argv, env, STEP_TIMEOUT)
+    log.write_text(step.text)
+    return step.code, step.text
+
+
+def _collective(code: int, text: str, log: Path) -> tuple[Any, str]:
     results = _marked(text, COLLECTIVE_MARKER)
     if results:
         return results[0], ""
@@ -136,40 +145,36 @@ def run_local(run_dir: Path, nproc: int) -> DoctorResult:
     argv = _probe_argv(host, free_port(), 1, token_file, token)
     _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
     checks = node_checks(_marked(text, PROBE_MARKER), [host])
+    log = run_dir / "logs" / "doctor-collective.log"
     collective, error = _collective(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
-        {**os.environ, "NODERUN_RUN_DIR": str(run_dir)},
-        run_dir / "logs" / "doctor-collective.log",
+        *_run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
+            {**os.environ, "NODERUN_RUN_DIR": str(run_dir)},
+            log,
+        ),
+        log,
     )  # fmt: skip
     checks.append(NodeCheck("all", collective_check(collective, error)))
     return DoctorResult("local", [host], checks, collective, str(run_dir))
 
 
-def in_allocation(environ: Mapping[str, str]) -> bool:
-    in_step = "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
-    return bool(environ.get("SLURM_JOB_ID")) and not in_step
-
-
 def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> DoctorResult:
     """Inside sbatch/salloc: one probe per node in one srun step, then the collective step."""
-    from noderun.node import hostnames
-
-    srun = shutil.which("srun")
-    if srun is None:
-        raise UsageError("srun is not installed here", "run noderun doctor on a SLURM node")
+    slurm.require_command("srun")
     job = environ["SLURM_JOB_ID"]
-    hosts = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
+    hosts = slurm.hostnames(environ.get("SLURM_JOB_NODELIST", ""))
     if not hosts:
         raise UsageError(f"job {job} has no node list", "run inside sbatch or salloc")
     n, port = len(hosts), port_for_job(job)
     token_file, token = _write_token(run_dir)
     env = {**environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
     # --label: srun keeps each task's lines whole (unlabelled output of tasks can interleave)
-    step = [srun, "--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
+    step = ["--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
     began = time.monotonic()
-    _, text = _run(
-        [*step, *_probe_argv(hosts[0], port, n, token_file, token)],
+    _, text = _srun(
+        step,
+        _probe_argv(hosts[0], port, n, token_file, token),
         env,
         run_dir / "logs" / "doctor-probe.log",
     )
@@ -179,10 +184,14 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     master = next((p for p in probes if p.get("is_master")), {})
     spare = (master.get("port") or {}).get("spare") or port + 1
     collective, error = _collective(
-        [srun, f"--nodes={n}", f"--ntasks={n * nproc}", f"--ntasks-per-node={nproc}",
-         "--kill-on-bad-exit=1", "--wait=30", sys.executable, "-m", "noderun.doctor.collective"],
-        {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
-         "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
+        *_srun(
+            [f"--nodes={n}", f"--ntasks={n * nproc}", f"--ntasks-per-node={nproc}",
+             "--kill-on-bad-exit=1", "--wait=30"],
+            [sys.executable, "-m", "noderun.doctor.collective"],
+            {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
+             "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
+            run_dir / "logs" / "doctor-collective.log",
+        ),
         run_dir / "logs" / "doctor-collective.log",
     )  # fmt: skip
     checks.append(NodeCheck("all", collective_check(collective, error)))
@@ -195,31 +204,33 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     )
 
 
-def render_sbatch(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> str:
-    """The batch script of ``--submit``: noderun doctor inside the allocation, JSON to a file."""
-    argv = [
-        sys.executable, "-m", "noderun", "doctor", "--run-dir", str(run_dir),
-        "--nproc-per-node", str(nproc), "--result-file", str(run_dir / RESULT_FILE),
+def batch_plan(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> SbatchPlan:
+    """The job of ``--submit`` (plan/sbatch.py renders it): noderun doctor in the allocation."""
+    return SubmitRequest(
+        script="noderun-doctor",
+        run_dir=run_dir,
+        workdir=Path.cwd(),
+        nodes=nodes,
+        nproc_per_node=nproc,
+        mode=LaunchMode.SRUN,  # one task per rank: doctor's collective step uses them all
+        partition=partition,
+        time="00:10:00",
+        job_name="noderun-doctor",
+        command=tuple(_doctor_args(run_dir, nproc)),
+    ).materialize()
+
+
+def _doctor_args(run_dir: Path, nproc: int) -> list[str]:
+    return [
+        "doctor", "--run-dir", str(run_dir), "--nproc-per-node", str(nproc),
+        "--result-file", str(run_dir / RESULT_FILE),
     ]  # fmt: skip
-    lines = [
-        "#!/bin/bash",
-        "#SBATCH --job-name=noderun-doctor",
-        f"#SBATCH --nodes={nodes}",
-        f"#SBATCH --ntasks-per-node={nproc}",
-        f"#SBATCH --output={shlex.quote(str(run_dir / 'logs' / 'doctor-%j.out'))}",
-        "#SBATCH --time=00:10:00",
-        *([f"#SBATCH --partition={shlex.quote(partition)}"] if partition else []),
-        f"cd {shlex.quote(os.getcwd())}",
-        "exec " + " ".join(shlex.quote(a) for a in argv),
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def submit(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> DoctorResult:
     """sbatch the doctor, wait for the job, read back its result."""
-    from noderun.backends.slurm import partitions, pick_partition, sbatch, wait_for_job
-
-    part = pick_partition(partition, partitions())
+    plan = batch_plan(nodes, nproc, run_dir, partition)  # refuses bad input before any I/O
+    part = slurm.pick_partition(partition, slurm.partitions())
     if nodes > part.nodes:  # sbatch would accept it and the job would pend forever
         raise UsageError(
             f"--nodes {nodes} but partition {part.name} has {part.nodes} node(s)",
@@ -227,10 +238,10 @@ def submit(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> Doct
         )
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     script = run_dir / "doctor.sbatch"
-    script.write_text(render_sbatch(nodes, nproc, run_dir, partition))
-    job = sbatch(script)
+    script.write_text(str(plan))
+    job = slurm.sbatch(script)
     print(f"noderun: doctor submitted as job {job} on {nodes} node(s); waiting", file=sys.stderr)
-    state = wait_for_job(job)
+    state = slurm.wait_for_job(job)
     result = run_dir / RESULT_FILE
     if not result.is_file():
         raise UsageError(

@@ -6,12 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.explain.scanner import is_binary
 
@@ -28,6 +27,8 @@ class Sources:
     time_hints: dict[Path, float] = dataclasses.field(default_factory=dict)
     # a known failure with no log line to show for it (run.json, sacct): (file, text)
     failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # the run is known to have ended well (run.json completed, SLURM COMPLETED): (file, text)
+    succeeded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     _seen: set[Path] = dataclasses.field(default_factory=set, repr=False)
 
     def add(self, path: Path) -> None:
@@ -111,64 +112,33 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
             else f"exit code {run.get('exit_code')}"
         )
         sources.failures.append((str(directory / "run.json"), text))
+    elif run.get("status") == "completed":
+        sources.succeeded.append((str(directory / "run.json"), "run completed, exit code 0"))
     return bool(run)
 
 
 def _add_slurm_job(sources: Sources, job_id: str) -> None:
     """The job's stdout/stderr files (scontrol, else sacct) and its run directory if any."""
-    if shutil.which("scontrol") is None and shutil.which("sacct") is None:
+    if not slurm.available():
         raise UsageError(f"{job_id} is not a file, and SLURM is not installed", "pass a log path")
-    fields = _scontrol_fields(job_id) or _sacct_fields(job_id)
-    if not fields:
+    record = slurm.job_record(job_id)
+    if record is None:
         raise UsageError(f"unknown SLURM job id {job_id}", "check it with `sacct -j ID`")
-    workdir = Path(fields.get("WorkDir", "."))
-    for key in ("StdOut", "StdErr"):
-        value = fields.get(key, "").replace("%j", job_id.split("_")[0])
-        if value:
-            path = Path(value) if Path(value).is_absolute() else workdir / value
-            if path.is_file():
-                _add_file(sources, path, explicit=False)
-    state = fields.get("JobState") or fields.get("State", "")
-    if state and not state.startswith(("COMPLETED", "RUNNING", "PENDING")):
-        sources.failures.append((f"job {job_id}", f"SLURM job {job_id} ended {state}"))
-    for run_dir in run_dirs_of_job(workdir, job_id):
+    for name in record.output_files():
+        if Path(name).is_file():
+            _add_file(sources, Path(name), explicit=False)
+    state = record.state
+    if state.status == "completed":
+        sources.succeeded.append((f"job {job_id}", f"SLURM job {job_id} ended {state.state}"))
+    elif state.final:
+        sources.failures.append((f"job {job_id}", f"SLURM job {job_id} ended {state.state}"))
+    for run_dir in run_dirs_of_job(Path(record.workdir or "."), job_id):
         _add_directory(sources, run_dir)
-    if not sources.files and not sources.failures:
+    if not sources.files and not sources.failures and not sources.succeeded:
         raise UsageError(
             f"SLURM job {job_id} left no log files that can be read here",
             "pass the job's output files or run directory instead",
         )
-
-
-def _scontrol_fields(job_id: str) -> dict[str, str]:
-    done = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
-    )
-    if done.returncode != 0:
-        return {}
-    fields: dict[str, str] = {}
-    for token in done.stdout.split():
-        key, _, value = token.partition("=")
-        fields.setdefault(key, value)
-    return fields
-
-
-def _sacct_fields(job_id: str) -> dict[str, str]:
-    """sacct remembers finished jobs scontrol forgot; it has WorkDir but not StdOut in 22.05."""
-    if shutil.which("sacct") is None:
-        return {}
-    done = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,ExitCode,WorkDir"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not lines:
-        return {}
-    _, state, exit_code, workdir = [*lines[0].split("|"), "", "", ""][:4]
-    stdout = Path(workdir) / f"slurm-{job_id}.out"
-    return {"State": state, "ExitCode": exit_code, "WorkDir": workdir, "StdOut": str(stdout)}
 
 
 def run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:

@@ -54,6 +54,8 @@ class SubmitRequest:
     join_timeout: float = DEFAULT_JOIN_TIMEOUT
     python: str = sys.executable
     stall: StallPolicy = dataclasses.field(default_factory=StallPolicy)
+    # another noderun verb the job runs, e.g. ("doctor", "--run-dir", D); () = `noderun run`
+    command: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Refuse what sbatch would refuse (or misread), with the fix, before anything exists."""
@@ -162,6 +164,8 @@ class SbatchPlan:
     def run_argv(self) -> list[str]:
         """The command the batch script ends with: ``noderun run`` inside the allocation."""
         req, step = self.request, self.step
+        if req.command:
+            return [req.python, "-m", "noderun", *req.command]
         argv = [
             req.python,
             "-m",
@@ -181,7 +185,8 @@ class SbatchPlan:
         req, step = self.request, self.step
         lines = [
             "#!/bin/bash",
-            f"# noderun submit: {req.nodes} node(s) x {req.nproc_per_node} = "
+            f"# noderun {req.command[0] if req.command else 'submit'}: {req.nodes} node(s) x "
+            f"{req.nproc_per_node} = "
             f"{step.world_size} ranks, {req.mode.value} mode",
             *self.directives(),
             "set -eo pipefail",
@@ -189,13 +194,14 @@ class SbatchPlan:
         if req.setup:
             lines += ["# --setup, run as given:", req.setup]
         lines += [f"export {key}={shlex.quote(value)}" for key, value in req.env]
-        lines += [
-            f"export NODERUN_RUN_DIR={shlex.quote(str(req.run_dir))}",
-            "# noderun run starts this step on the allocated nodes and watches it:",
-            f"#   {shlex.join(step.srun_options())} \\",
-            f"#     {shlex.join(step.node_argv()[: -len(req.script_args) - 1])} SCRIPT ARGS",
-            shlex.join(["exec", *self.run_argv()]),
-        ]
+        lines.append(f"export NODERUN_RUN_DIR={shlex.quote(str(req.run_dir))}")
+        if not req.command:
+            lines += [
+                "# noderun run starts this step on the allocated nodes and watches it:",
+                f"#   {shlex.join(step.srun_options())} \\",
+                f"#     {shlex.join(step.node_argv()[: -len(req.script_args) - 1])} SCRIPT ARGS",
+            ]
+        lines.append(shlex.join(["exec", *self.run_argv()]))
         return "\n".join(lines) + "\n"
 
     def dry_run_text(self) -> str:

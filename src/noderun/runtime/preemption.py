@@ -13,9 +13,7 @@ SLURM job (or requeue was forced), else exits with ``EXIT_PREEMPTED`` (75, EX_TE
 from __future__ import annotations
 
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -25,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from noderun.backends import slurm
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.context import Context
 
@@ -40,21 +39,6 @@ CHECK_ENV = "NODERUN_PREEMPT_CHECK_SEC"
 MAX_INTERVAL = 10_000
 
 
-def job_requeueable(job_id: str, scontrol: str = "scontrol") -> bool:
-    """True when ``scontrol show job`` says ``Requeue=1`` (``sbatch --requeue``)."""
-    try:
-        shown = subprocess.run(
-            [scontrol, "show", "job", "-o", job_id],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return re.search(r"\bRequeue=1\b", shown) is not None
-
-
 def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool:
     """Requeue when forced, or ``NODERUN_REQUEUE=1``, or (unset) a requeueable SLURM job."""
     if forced is not None:
@@ -65,7 +49,7 @@ def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool:
     job = environ.get("SLURM_JOB_ID")
     if not job:
         return False
-    return setting in ("1", "yes", "true") or job_requeueable(job)
+    return setting in ("1", "yes", "true") or slurm.job_requeueable(job)
 
 
 class Preemption:
@@ -194,12 +178,10 @@ class Preemption:
         if not requeue_wanted(self.environ, self.requeue):
             return False
         job = self.environ.get("SLURM_JOB_ID", "")
-        done = subprocess.run(
-            ["scontrol", "requeue", job], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
+        error = slurm.requeue(job)
+        if error:
             sys.stderr.write(
-                f"noderun: scontrol requeue {job} failed: {done.stderr.strip() or done.returncode}"
+                f"noderun: scontrol requeue {job} failed: {error}"
                 f"; exiting with {EXIT_PREEMPTED} instead\n"
             )
             return False

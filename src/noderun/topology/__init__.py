@@ -1,7 +1,13 @@
 """Pure topology resolution: environ dict in, frozen Topology out."""
 
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
-from noderun.topology.model import Launcher, Topology, detect_launcher
+from noderun.topology.model import (
+    Launcher,
+    Topology,
+    detect_launcher,
+    in_slurm_allocation,
+    in_slurm_step,
+)
 from noderun.topology.ports import free_port, port_for_job, require_free_port
 
 __all__ = [
@@ -10,6 +16,8 @@ __all__ = [
     "detect_launcher",
     "expand_hostlist",
     "free_port",
+    "in_slurm_allocation",
+    "in_slurm_step",
     "port_for_job",
     "require_free_port",
     "tasks_per_node",

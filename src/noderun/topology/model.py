@@ -66,15 +66,27 @@ def detect_launcher(environ: Mapping[str, str]) -> Launcher:
     """Pick the rank source in DESIGN.md's order: torchrun, env, SLURM step, Open MPI, single."""
     if "RANK" in environ and "WORLD_SIZE" in environ:
         return Launcher.TORCHRUN if "TORCHELASTIC_RUN_ID" in environ else Launcher.ENV
-    if _in_slurm_step(environ) and "SLURM_PROCID" in environ:
+    if in_slurm_step(environ) and "SLURM_PROCID" in environ:
         return Launcher.SLURM
     if "OMPI_COMM_WORLD_RANK" in environ:
         return Launcher.OPENMPI
     return Launcher.SINGLE
 
 
-def _in_slurm_step(environ: Mapping[str, str]) -> bool:
+def in_slurm_step(environ: Mapping[str, str]) -> bool:
+    """Inside an srun step (slurmstepd started this process), not a batch script or salloc.
+
+    >>> in_slurm_step({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"})
+    True
+    >>> in_slurm_step({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"})  # the batch script itself
+    False
+    """
     return "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
+
+
+def in_slurm_allocation(environ: Mapping[str, str]) -> bool:
+    """In a SLURM job (sbatch script or salloc shell) but outside any srun step."""
+    return bool(environ.get("SLURM_JOB_ID")) and not in_slurm_step(environ)
 
 
 def _read_int(environ: Mapping[str, str], names: tuple[str, ...]) -> int | None:
@@ -93,7 +105,7 @@ def _read_int(environ: Mapping[str, str], names: tuple[str, ...]) -> int | None:
 
 def _missing_launcher_check(environ: Mapping[str, str]) -> None:
     """Seed 002: inside an sbatch script with N>1 tasks, but python was not started by srun."""
-    if "SLURM_JOB_ID" not in environ or _in_slurm_step(environ):
+    if "SLURM_JOB_ID" not in environ or in_slurm_step(environ):
         return
     ntasks = _read_int(environ, ("SLURM_NTASKS",)) or 1
     if ntasks > 1:

@@ -43,9 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def main(args: argparse.Namespace) -> int:
     from noderun.doctor import runner
+    from noderun.topology import in_slurm_allocation
 
     run_dir = (args.run_dir or Path("runs") / f"doctor-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    inside = runner.in_allocation(os.environ)
+    inside = in_slurm_allocation(os.environ)
     nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
     started = time.monotonic()
     if args.submit:

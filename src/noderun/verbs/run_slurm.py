@@ -24,7 +24,7 @@ from noderun.node import hostnames
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
-from noderun.topology import port_for_job, require_free_port, tasks_per_node
+from noderun.topology import in_slurm_allocation, port_for_job, require_free_port, tasks_per_node
 from noderun.verbs.options import existing_script, stall_policy, value
 
 # options that matter inside a SLURM allocation; `noderun run` lists them in its table
@@ -46,8 +46,7 @@ ALLOCATION_OPTIONS = (
 
 def inside_allocation(environ: Mapping[str, str]) -> bool:
     """In a batch script or an salloc shell, not inside an srun step."""
-    in_step = "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
-    return bool(environ.get("SLURM_JOB_ID")) and not in_step
+    return in_slurm_allocation(environ)
 
 
 def _run_dir(args: argparse.Namespace, job_id: str) -> Path:

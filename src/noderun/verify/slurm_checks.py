@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from noderun.backends.slurm import SACCT_SUMMARY, JobState, job_state
+from noderun.backends import slurm
+from noderun.backends.slurm import SACCT_SUMMARY
+from noderun.backends.slurm_text import JobState, parse_table
 from noderun.verify.evidence import RunEvidence
 from noderun.verify.model import Check, Expectations, failed, passed, warned
 
@@ -26,8 +27,7 @@ def summary_rows(path: Path) -> list[dict[str, str]]:
         return []
     if len(lines) < 2 or not lines[1].startswith("JobID"):
         return []
-    header = lines[1].split()
-    return [dict(zip(header, line.split(), strict=False)) for line in lines[2:] if line.strip()]
+    return parse_table(lines[1:])
 
 
 def check_sacct_summary(ev: RunEvidence, _: Expectations) -> Check:
@@ -51,8 +51,8 @@ def check_sacct_summary(ev: RunEvidence, _: Expectations) -> Check:
 def final_state(ev: RunEvidence) -> tuple[JobState | None, str]:
     """The job's state from scontrol/sacct now, else the one recorded in sacct_summary.txt."""
     job_id = job_id_of(ev)
-    if shutil.which("scontrol") or shutil.which("sacct"):
-        state = job_state(job_id)
+    if slurm.available():
+        state = slurm.job_state(job_id)
         if state is not None:
             return state, "sacct"
     rows = summary_rows(ev.run_dir / SACCT_SUMMARY)

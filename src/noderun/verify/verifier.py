@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from noderun.backends.slurm import SACCT_SUMMARY, job_state
+from noderun.backends import slurm
+from noderun.backends.slurm import SACCT_SUMMARY
 from noderun.errors import UsageError
 from noderun.explain.sources import run_dirs_of_job
 from noderun.verify.evidence import RunEvidence, load_evidence, number, require_run_dir
@@ -36,22 +35,24 @@ CHECK_NAMES = (*RUN_DIR_CHECKS, *SLURM_CHECKS)
 
 def resolve_target(target: str) -> Path:
     """A run directory as given, or the run directory of a SLURM job id (its run.json names
-    the job): searched under ./runs and the job's working directory."""
+    the job): searched beside the job's script and output, under ./runs and its workdir."""
     path = Path(target)
     if path.exists() or not _JOB_ID.match(target):
         return path
-    if shutil.which("sacct") is None and shutil.which("scontrol") is None:
+    if not slurm.available():
         raise UsageError(f"{target} does not exist (and SLURM is not installed)", _RUN_DIR_HINT)
-    state = job_state(target)
-    if state is None:
+    record = slurm.job_record(target)
+    if record is None:
         raise UsageError(f"unknown SLURM job id {target}", "check it with `sacct -j ID`")
-    for candidate in _job_paths(target):
+    paths = [Path(p) for p in record.paths()]
+    for candidate in paths:
         for folder in (candidate.parent, candidate.parent.parent):
-            record = folder / "run.json"
-            if record.is_file() and f'"job_id": "{target}"' in record.read_text(errors="replace"):
+            run_json = folder / "run.json"
+            if run_json.is_file() and f'"job_id": "{target}"' in run_json.read_text(
+                errors="replace"
+            ):
                 return folder
-    roots = [Path.cwd(), *(p for p in _job_paths(target) if p.is_dir())]
-    for root in roots:
+    for root in [Path.cwd(), *(p for p in paths if p.is_dir())]:
         found = run_dirs_of_job(root, target)
         if found:
             return found[-1]
@@ -59,30 +60,6 @@ def resolve_target(target: str) -> Path:
         f"no run directory of job {target} found (searched its script, output and runs/)",
         "pass the run directory `noderun submit` printed",
     )
-
-
-def _job_paths(job_id: str) -> list[Path]:
-    """Where the job's files are: its batch script and output (``noderun submit`` puts both in
-    the run directory) and its working directory; from scontrol, else sacct's submit line."""
-    done = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30
-    )
-    fields = (
-        dict(t.partition("=")[::2] for t in done.stdout.split()) if done.returncode == 0 else {}
-    )
-    paths = [fields.get(k, "") for k in ("Command", "StdOut", "WorkDir")]
-    if not any(paths) and shutil.which("sacct"):
-        done = subprocess.run(
-            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "SubmitLine,WorkDir"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        line = done.stdout.strip().splitlines()[:1]
-        if line:
-            submit, _, workdir = line[0].rpartition("|")
-            paths = [*submit.split()[1:], workdir]
-    return [Path(p) for p in paths if p.startswith("/")]
 
 
 def verify_run_dir(target: Path, expect: Expectations | None = None) -> Report:

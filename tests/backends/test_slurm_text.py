@@ -1,0 +1,87 @@
+"""The SLURM client's parsers on output captured from the lab (tests/backends/slurm_output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from noderun.backends.slurm_text import (
+    JobRecord,
+    format_table,
+    parse_exit_code,
+    parse_sacct_job,
+    parse_sacct_rows,
+    parse_scontrol_job,
+    parse_sinfo_nodes,
+    parse_table,
+    sacct_settled,
+)
+from noderun.verify.slurm_checks import summary_rows
+
+OUTPUT = Path(__file__).parent / "slurm_output"
+
+
+def _read(name: str) -> str:
+    return (OUTPUT / name).read_text()
+
+
+def test_scontrol_show_job_of_a_running_requeueable_job() -> None:
+    fields = parse_scontrol_job(_read("scontrol_show_job_running.txt"))
+    record = JobRecord("2", fields, "scontrol")
+    assert record.state.state == "RUNNING" and record.state.status == "running"
+    assert record.state.nodes == "node[1-2]" and record.state.exit_code == 0
+    assert record.requeueable
+    out = fields["StdOut"]
+    assert record.output_files() == [out] and out.endswith("/logs/slurm-2.out")
+    assert record.paths() == [fields["Command"], out, "/work/wt/stacks"]
+
+
+def test_a_job_record_without_requeue_is_not_requeueable() -> None:
+    text = _read("scontrol_show_job_running.txt").replace("Requeue=1", "Requeue=0")
+    assert not JobRecord("2", parse_scontrol_job(text), "scontrol").requeueable
+
+
+def test_sacct_job_line_with_a_state_holding_spaces() -> None:
+    fields = parse_sacct_job(
+        _read("sacct_job_cancelled.txt"), "JobID,State,ExitCode,WorkDir,SubmitLine"
+    )
+    assert fields["State"] == "CANCELLED by 0" and fields["WorkDir"] == "/tmp/stk"
+    record = JobRecord("1", fields, "sacct")
+    assert record.state.status == "cancelled" and record.state.final
+    assert record.output_files() == ["/tmp/stk/slurm-1.out"]
+
+
+def test_sacct_submit_line_may_contain_the_separator() -> None:
+    fields = parse_sacct_job("5|COMPLETED|0:0|/w|sbatch --wrap 'a|b' x.sh|node1")
+    assert fields["SubmitLine"] == "sbatch --wrap 'a|b' x.sh" and fields["NodeList"] == "node1"
+
+
+def test_exit_codes() -> None:
+    assert parse_exit_code("0:15") == (0, 15)
+    assert parse_exit_code("") == (None, None)
+
+
+def test_sacct_steps_round_trip_through_the_summary_table(tmp_path: Path) -> None:
+    rows = parse_sacct_rows(_read("sacct_steps_cancelled.txt"))
+    assert rows[0][0] == "JobID" and len(rows) == 5
+    assert sacct_settled(rows, job_final=True)
+    lines = format_table(rows)
+    back = parse_table(lines)
+    assert back[0]["State"] == "CANCELLED by 0" and back[0]["NodeList"] == "node[1-2]"
+    assert [r["JobID"] for r in back] == ["1", "1.batch", "1.0", "1.1"]
+    summary = tmp_path / "sacct_summary.txt"
+    summary.write_text("sacct for job 1\n" + "\n".join(lines) + "\n")
+    assert summary_rows(summary)[0]["Elapsed"] == "00:00:02"  # not shifted by "by 0"
+
+
+def test_a_running_step_is_not_settled() -> None:
+    rows = parse_sacct_rows("JobID|JobName|State\n3|j|RUNNING\n3.0|python|RUNNING\n")
+    assert not sacct_settled(rows, job_final=False)
+
+
+def test_sinfo_nodes() -> None:
+    nodes = parse_sinfo_nodes(_read("sinfo_nodes.txt"))
+    assert nodes == [
+        ("node1", "debug*", 2, 0),
+        ("node2", "debug*", 2, 0),
+        ("node3", "debug*", 2, 0),
+    ]
