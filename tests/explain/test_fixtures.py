@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from noderun.explain import CAUSES, explain
+from noderun.explain import CAUSES, Tier, examine, explain
 from noderun.explain.scanner import Scanner
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -113,6 +113,24 @@ CASES = {
         "flare.init timeout",
         set(),
     ),
+    "torch/finalization_abort_torchrun.log": (
+        "finalization-abort",
+        "finalization_abort_torchrun.log",
+        "terminate called without an active exception",
+        {"rank-crashed"},
+    ),
+    "reconstructed/slurm_cgroup_oom.out": (
+        "out-of-memory",
+        "slurm_cgroup_oom.out",
+        "Detected 1 oom-kill event(s) in StepId=412.batch cgroup",
+        {"rank-crashed"},
+    ),
+    "reconstructed/nccl_version_mismatch.log": (
+        "version-mismatch",
+        "nccl_version_mismatch.log",
+        "NCCL version 2.14.3",
+        {"rank-crashed"},
+    ),
     "reconstructed/version_mismatch.log": (
         "version-mismatch",
         "version_mismatch.log",
@@ -133,6 +151,7 @@ def test_root_cause_of_real_failure(fixture):
     assert root.evidence.line >= 1
     lines = Path(root.evidence.file).read_text(errors="replace").splitlines()
     assert lines[root.evidence.line - 1].strip().startswith(root.evidence.text[:80])
+    assert root.tier <= Tier.CONSEQUENCE
     assert {f.cause for f in findings[1:]} == also
     assert root.fix and root.summary
 
@@ -151,6 +170,7 @@ def test_every_cause_id_of_the_issue_is_known():
         "fl-client-conflict",
         "storage-missing",
         "version-mismatch",
+        "finalization-abort",  # issue 8.1: torch 2.13's gloo teardown abort is its own cause
         "unknown",
         "stalled-rank",  # issue 17: hung jobs
         "collective-deadlock",
@@ -191,3 +211,56 @@ def test_cli_json_shape_and_text_report():
     assert first[0].startswith("root cause: out-of-memory")
     assert "rank1.log:5" in first[1]
     assert any(line.startswith("also: rank-crashed") for line in first)
+
+
+# healthy runs, produced for real (fixtures/README.md): no error-level finding, no failure
+HEALTHY = {
+    "healthy/run_noderun": ("finished", "completed"),
+    "healthy/torchrun_plain.log": (None, None),
+    "healthy/srun_plain.out": (None, None),
+    "healthy/lightning_srun.out": ("finished", "max_epochs=2"),
+    "reconstructed/nccl_warnings_success.log": (None, None),
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(HEALTHY))
+def test_a_healthy_run_has_no_failure(fixture):
+    sign, words = HEALTHY[fixture]
+    verdict = examine([str(FIXTURES / fixture)])
+    assert verdict.failures == [], [(f.cause, f.evidence.text) for f in verdict.failures]
+    assert all(f.tier >= Tier.WEAK for f in verdict.warnings) or verdict.finished
+    assert verdict.finished is (sign == "finished")
+    if words:
+        assert any(words in s.evidence.text or words in s.what for s in verdict.seen)
+
+
+def test_lightning_member_line_is_no_alarm_once_every_rank_registered():
+    verdict = examine([str(FIXTURES / "healthy" / "lightning_srun.out")])
+    assert "MEMBER: 1/4" in (FIXTURES / "healthy" / "lightning_srun.out").read_text()
+    assert not any(f.cause == "missing-launcher" for f in verdict.failures + verdict.warnings)
+    assert any("every rank joined" in s.what for s in verdict.seen)
+
+
+def test_nccl_warnings_of_a_run_that_went_on_are_warnings():
+    verdict = examine([str(FIXTURES / "reconstructed" / "nccl_warnings_success.log")])
+    assert [f.cause for f in verdict.warnings] == ["nccl-warning"]
+    assert verdict.warnings[0].occurrences == 2
+
+
+def test_cli_says_no_failure_found_and_what_it_saw():
+    target = str(FIXTURES / "healthy" / "lightning_srun.out")
+    done = subprocess.run(
+        [sys.executable, "-m", "noderun", "explain", target], capture_output=True, text=True
+    )
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0] == "no failure found: the run finished"
+    assert any(line.startswith("seen: the run finished") for line in lines)
+    done = subprocess.run(
+        [sys.executable, "-m", "noderun", "explain", target, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "no failure found" and report["findings"] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ class Finding:
     tier: Tier
     time: float | None
     occurrences: int = 1
+    refuted_by: str = ""  # a sign that makes this finding moot (signatures.Signature)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,7 +43,7 @@ class Finding:
         }
 
 
-Key = tuple[int, float, int, int]
+Key = tuple[int, int, float, int, int]
 
 
 class Ranker:
@@ -59,34 +61,58 @@ class Ranker:
         self.time_hints = dict(time_hints)
         self.best: dict[str, tuple[Key, Finding]] = {}
         self.counts: dict[str, int] = {}
+        # signs of health: (sign, value) -> first hit and count, in the order first seen
+        self.signs: dict[tuple[str, str], tuple[Hit, int]] = {}
+        self.run_failed = False  # a launcher reported that the run failed
 
     def add_file(self, path: Path, hits: Iterable[Hit]) -> None:
         """All hits of one file, in line order; O(causes) memory however many hits."""
         first: dict[tuple[str, Tier], tuple[Hit, float | None]] = {}  # earliest per cause+tier
         last_stamp: float | None = None
         first_stamp: float | None = None
+        errors_before = False  # an error-level line came earlier in this file
         for hit in hits:
-            self.counts[hit.signature.cause] = self.counts.get(hit.signature.cause, 0) + 1
+            signature = hit.signature
+            if signature.tier is Tier.SIGN:
+                self._add_sign(hit)
+                continue
+            if signature.cause == "finalization-abort" and errors_before:
+                continue  # aborting after an error: the error is the cause
+            errors_before = errors_before or signature.tier <= Tier.CONSEQUENCE
+            self.run_failed = self.run_failed or signature.run_failed
+            self.counts[signature.cause] = self.counts.get(signature.cause, 0) + 1
             if hit.time is not None:
                 last_stamp = hit.time
                 first_stamp = hit.time if first_stamp is None else first_stamp
-            first.setdefault((hit.signature.cause, hit.signature.tier), (hit, last_stamp))
+            first.setdefault((signature.cause, signature.tier), (hit, last_stamp))
         index = self.file_order.get(path, len(self.file_order))
         for hit, stamp in first.values():
             when = next(
                 (t for t in (stamp, self.time_hints.get(path), first_stamp) if t is not None), None
             )
-            key = (int(hit.signature.tier), math.inf if when is None else when, index, hit.line)
+            key = (
+                int(hit.signature.tier),
+                int(hit.signature.run_failed),  # a launcher's report after a rank's own words
+                math.inf if when is None else when,
+                index,
+                hit.line,
+            )
             current = self.best.get(hit.signature.cause)
             if current is None or key < current[0]:
                 self.best[hit.signature.cause] = (key, _finding(hit, when))
 
+    def _add_sign(self, hit: Hit) -> None:
+        match = re.search(hit.signature.pattern, hit.text)
+        value = match.group(1) if match and match.groups() and match.group(1) else ""
+        key = (hit.signature.cause, value)
+        first, count = self.signs.get(key, (hit, 0))
+        self.signs[key] = (first, count + 1)
+
     def findings(self) -> list[Finding]:
+        """Every cause and warning seen, best first (verdict.judge decides what they mean)."""
         ranked = [f for _, f in sorted(self.best.values(), key=lambda kv: kv[0])]
         for finding in ranked:
             finding.occurrences = self.counts.get(finding.cause, 1)
-        if any(f.tier is not Tier.LAST_RESORT for f in ranked):
-            ranked = [f for f in ranked if f.tier is not Tier.LAST_RESORT]
         return ranked
 
 
@@ -98,4 +124,5 @@ def _finding(hit: Hit, when: float | None) -> Finding:
         evidence=Evidence(str(hit.path), hit.line, hit.text),
         tier=hit.signature.tier,
         time=when,
+        refuted_by=hit.signature.refuted_by,
     )

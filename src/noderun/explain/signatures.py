@@ -10,7 +10,14 @@ patterns come before general ones. ``tier`` ranks causes against each other:
   the launcher stopping the gang); evidence, but never the root cause when a ROOT one exists;
 - ``WEAK``: a message that is often benign (retries, warnings) and only a cause when nothing
   stronger is found;
-- ``LAST_RESORT``: generic error words, reported as ``unknown`` only when nothing else matched.
+- ``LAST_RESORT``: generic error words, reported as ``unknown`` only when nothing else matched;
+- ``WARNING``: a warning, reported as one and never as a failure;
+- ``SIGN``: not a problem but a sign of health (the run finished, every rank registered, the
+  NCCL version a node runs): what explain saw, and what refutes or confirms other findings.
+
+``refuted_by`` names a sign that makes a finding moot (Lightning's ``MEMBER: 1/4`` is no
+evidence of a missing launcher once every rank registered); ``run_failed`` marks a launcher's
+report that the run failed, which no sign of a finished run can outweigh.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ class Tier(enum.IntEnum):
     CONSEQUENCE = 1  # a crash seen only through its consequences still outranks a warning
     WEAK = 2
     LAST_RESORT = 3
+    WARNING = 4
+    SIGN = 5
 
 
 CAUSES: dict[str, str] = {
@@ -41,7 +50,19 @@ CAUSES: dict[str, str] = {
     "fl-client-conflict": "several FL clients for one site, or flare.init timed out",
     "storage-missing": "a file or checkpoint is missing on (some) nodes",
     "version-mismatch": "python/torch/CUDA/NCCL versions differ between nodes or builds",
+    "finalization-abort": "a rank aborted after its work ended (torch's gloo teardown)",
     "unknown": "a failure with no known signature",
+}
+# warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
+WARNINGS: dict[str, str] = {
+    "nccl-warning": "NCCL warned (often benign: an optional library or transport is absent)",
+    "warning": "a library warned about something that failed, and went on",
+}
+# signs of health (Tier.SIGN): what they show
+SIGNS: dict[str, str] = {
+    "finished": "the run finished",
+    "registered": "every rank joined the process group",
+    "nccl-version": "the NCCL version a node runs",
 }
 
 
@@ -52,10 +73,15 @@ class Signature:
     summary: str
     fix: str
     tier: Tier = Tier.ROOT
+    refuted_by: str = ""  # a SIGNS key: when seen anywhere, this finding is moot
+    run_failed: bool = False  # a launcher reporting that the run failed
 
     def __post_init__(self) -> None:
-        if self.cause not in CAUSES:
-            raise ValueError(f"unknown cause id {self.cause!r}; add it to CAUSES")
+        known = {Tier.SIGN: SIGNS, Tier.WARNING: WARNINGS}.get(self.tier, CAUSES)
+        if self.cause not in known:
+            raise ValueError(f"unknown cause id {self.cause!r}; add it to CAUSES or SIGNS")
+        if self.refuted_by and self.refuted_by not in SIGNS:
+            raise ValueError(f"unknown sign {self.refuted_by!r}")
 
 
 _SRUN_FIX = "start every rank with `srun python SCRIPT …` (or `noderun run`), not python alone"
@@ -71,6 +97,11 @@ _RDZV_FIX = (
 )
 _OOM_FIX = "lower the batch size or model size per rank, or ask for more memory (--mem)"
 _CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
+_ABORT_FIX = (
+    "the work finished; torch 2.13's gloo backend aborts in interpreter teardown (pytorch/pytorch "
+    "PR 179291): run under `noderun run`/`noderun submit`, whose rank entry exits before that "
+    "teardown, or upgrade torch"
+)
 
 SIGNATURES: tuple[Signature, ...] = (
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
@@ -92,6 +123,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "several processes believe they are rank 0 (launcher missing)",
         _SRUN_FIX,
         Tier.WEAK,
+        refuted_by="registered",
     ),
     Signature(
         "device-ordinal",
@@ -99,11 +131,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank selected a GPU index that does not exist on its node",
         "use LOCAL_RANK (not RANK) as the device index: torch.cuda.set_device(local_rank)",
     ),
+    # only when nothing error-level came before it in its log (see findings.Ranker)
+    Signature(
+        "finalization-abort",
+        r"terminate called without an active exception",
+        "a rank aborted (SIGABRT) in interpreter teardown after its work had ended",
+        _ABORT_FIX,
+    ),
     Signature(
         "out-of-memory",
         r"CUDA out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|"
         r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
-        r"DefaultCPUAllocator: can't allocate memory",
+        r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b",
         "memory exhausted",
         _OOM_FIX,
     ),
@@ -235,9 +274,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
-        r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation)",
+        r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation|Aborted)",
         "the launcher reports that a rank failed",
         _CRASH_FIX,
+        run_failed=True,  # a report: ranks after what a rank's own log names (findings.Ranker)
     ),
     Signature(
         "rank-crashed",
@@ -247,12 +287,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "the launcher stopped the other ranks after a failure",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
+        run_failed=True,
     ),
     Signature(
         "rank-crashed",
-        r"Segmentation fault|[Cc]ore dumped|Fatal Python error|\bKilled\b",
+        r"Segmentation fault|[Cc]ore dumped|Fatal Python error",
         "a rank died from a signal",
         "run that rank alone to reproduce; check native extensions and memory",
+    ),
+    # bash's "Killed": SIGKILL from the OOM killer, a time limit or a person; which one, other
+    # lines say (slurmstepd's oom-kill line outranks it)
+    Signature(
+        "rank-crashed",
+        r"\bKilled\b",
+        "a process was killed (SIGKILL)",
+        "look for why: the OOM killer (dmesg, `sacct -j ID -o State`), a time limit, or scancel",
+        Tier.CONSEQUENCE,
     ),
     # the last line of a traceback: the exception the first failing rank raised
     Signature(
@@ -262,11 +312,48 @@ SIGNATURES: tuple[Signature, ...] = (
         "fix the exception in the first failing rank's traceback",
     ),
     Signature(
+        "nccl-warning",
+        r"NCCL WARN",
+        "NCCL printed a warning",
+        "nothing to do if the run went on; NCCL_DEBUG=INFO shows which transport it chose",
+        Tier.WARNING,
+    ),
+    Signature(
+        "warning",
+        r"(?i:\bwarn(ing)?\b.*\b(error|failed|failure)\b)",
+        "a warning that mentions a failure",
+        "nothing to do if the run went on",
+        Tier.WARNING,
+    ),
+    Signature(
         "unknown",
         r"(?i:\b(error|fatal|failed|failure|abort(ed)?)\b)",
         "an error with no known signature",
         "read the evidence line and the lines around it; add a signature to "
         "noderun/explain/signatures.py",
         Tier.LAST_RESORT,
+    ),
+    # signs of health: what a run that works prints
+    Signature(
+        "finished",
+        r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
+        r"noderun: job completed in ",
+        "the run finished",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "registered",
+        r"All distributed processes registered\. Starting with \d+ processes",
+        "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "nccl-version",
+        r"NCCL version (\d[\w.+-]*)",
+        "the NCCL version a node runs",
+        "",
+        Tier.SIGN,
     ),
 )

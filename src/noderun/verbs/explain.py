@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
 
 if TYPE_CHECKING:
-    from noderun.explain import Finding
+    from noderun.explain import Finding, Verdict
 
 
 OPTIONS = OptionTable(
@@ -41,40 +41,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="say why a run failed: root cause, evidence line, fix",
         description="Read logs (files, directories, a run directory, or a SLURM job id), "
         "streaming in constant memory, and print the root cause, the evidence line with file "
-        "and line number, and the fix; other findings follow, first failure in time first.",
+        "and line number, and the fix; other findings follow, first failure in time first. A log "
+        "of a run that finished says so (no failure found) with what it saw; warnings are "
+        "listed as warnings. Exit 0 either way, 2 for bad input.",
     )
 
 
 def main(args: argparse.Namespace) -> int:
-    from noderun.explain import explain
+    from noderun.explain import Verdict, examine
     from noderun.explain.running import running_job_hangs
 
     hangs = [f for t in args.targets if (f := running_job_hangs(t, args.quiet_for))]
-    findings = hangs or explain(args.targets)
+    verdict = Verdict(hangs, [], [], finished=False) if hangs else examine(args.targets)
     if args.json:
-        print(json.dumps({"findings": [f.to_dict() for f in findings]}, indent=2))
+        print(json.dumps(verdict.to_dict(), indent=2))
     else:
-        print_findings(findings)
+        print_verdict(verdict)
     return 0
 
 
-def print_findings(findings: list[Finding]) -> None:
-    if not findings:
+def print_verdict(verdict: Verdict) -> None:
+    if verdict.failures:
+        root, *others = verdict.failures
+        print(f"root cause: {root.cause}: {root.summary}")
+        print(f"  evidence: {_where(root)}")
+        print(f"            {root.evidence.text}")
+        print(f"  fix:      {root.fix}")
+        for finding in others:
+            print(f"also: {finding.cause}: {finding.summary}")
+            print(f"  evidence: {_where(finding)}: {finding.evidence.text}")
+            print(f"  fix:      {finding.fix}")
+    elif verdict.finished:
+        print("no failure found: the run finished")
+    else:
         print("no failure found: no line matches a known failure signature")
-        return
-    root, *others = findings
-    print(f"root cause: {root.cause}: {root.summary}")
-    print(f"  evidence: {_where(root)}")
-    print(f"            {root.evidence.text}")
-    print(f"  fix:      {root.fix}")
-    for finding in others:
-        print(f"also: {finding.cause}: {finding.summary}")
-        print(f"  evidence: {_where(finding)}: {finding.evidence.text}")
-        print(f"  fix:      {finding.fix}")
+    for seen in verdict.seen:
+        where = _place(seen.evidence.file, seen.evidence.line, seen.occurrences)
+        print(f"seen: {seen.what}: {where}: {seen.evidence.text[:160]}")
+    for warning in verdict.warnings:
+        print(f"warning: {warning.cause}: {warning.summary}")
+        print(f"  evidence: {_where(warning)}: {warning.evidence.text[:200]}")
     sys.stdout.flush()
 
 
 def _where(finding: Finding) -> str:
-    extra = f" (seen {finding.occurrences} times)" if finding.occurrences > 1 else ""
-    line = f":{finding.evidence.line}" if finding.evidence.line else ""
-    return f"{finding.evidence.file}{line}{extra}"
+    return _place(finding.evidence.file, finding.evidence.line, finding.occurrences)
+
+
+def _place(file: str, line: int, occurrences: int) -> str:
+    extra = f" (seen {occurrences} times)" if occurrences > 1 else ""
+    return f"{file}{f':{line}' if line else ''}{extra}"

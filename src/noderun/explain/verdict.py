@@ -1,0 +1,124 @@
+"""From ranked findings and signs of health to a verdict: the failure and its cause, or
+"no failure found" with what the logs show; warnings are reported as warnings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from noderun.explain.findings import Evidence, Finding, Ranker
+from noderun.explain.signatures import CAUSES, SIGNS, Tier
+from noderun.explain.sources import Sources
+
+_MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """A sign of health: what it shows, its first line, how often."""
+
+    what: str
+    evidence: Evidence
+    occurrences: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "evidence": dataclasses.asdict(self.evidence),
+            "occurrences": self.occurrences,
+        }
+
+
+@dataclasses.dataclass
+class Verdict:
+    """``failures`` (root cause first) when the run failed; warnings and signs either way."""
+
+    failures: list[Finding]
+    warnings: list[Finding]
+    seen: list[Seen]
+    finished: bool
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": "failed" if self.failed else "no failure found",
+            "finished": self.finished,
+            "findings": [f.to_dict() for f in self.failures],
+            "warnings": [f.to_dict() for f in self.warnings],
+            "seen": [s.to_dict() for s in self.seen],
+        }
+
+
+def judge(ranker: Ranker, sources: Sources) -> Verdict:
+    """Weigh what was found: refuted findings go, a finished run has only warnings."""
+    signs = {kind for kind, _ in ranker.signs}
+    ranked = [f for f in ranker.findings() if not (f.refuted_by and f.refuted_by in signs)]
+    warnings = [f for f in ranked if f.tier is Tier.WARNING]
+    problems = [f for f in ranked if f.tier is not Tier.WARNING]
+    mismatch = _nccl_mismatch(ranker)
+    finished = (
+        ("finished" in signs or bool(sources.succeeded))
+        and not ranker.run_failed
+        and not sources.failures
+    )
+    if finished:  # the run ended well: whatever else was printed did not stop it
+        return Verdict(
+            [],
+            [*([mismatch] if mismatch else []), *problems, *warnings],
+            _seen(ranker, sources),
+            True,
+        )
+    if any(f.tier is not Tier.LAST_RESORT for f in problems):
+        problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
+    if mismatch and (problems or sources.failures):
+        problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
+    elif mismatch:
+        warnings.insert(0, mismatch)
+    if not problems and sources.failures:
+        problems = [_unexplained(*sources.failures[0])]
+    return Verdict(problems, warnings, _seen(ranker, sources), False)
+
+
+def _nccl_mismatch(ranker: Ranker) -> Finding | None:
+    versions = [
+        (value, hit) for (kind, value), (hit, _) in ranker.signs.items() if kind == "nccl-version"
+    ]
+    if len({value for value, _ in versions}) < 2:
+        return None
+    _, hit = versions[1]
+    return Finding(
+        cause="version-mismatch",
+        summary=f"nodes run different NCCL versions: {', '.join(v for v, _ in versions)}",
+        fix=_MISMATCH_FIX,
+        evidence=Evidence(str(hit.path), hit.line, hit.text),
+        tier=Tier.ROOT,
+        time=hit.time,
+        occurrences=len(versions),
+    )
+
+
+def _unexplained(where: str, text: str) -> Finding:
+    return Finding(
+        cause="unknown",
+        summary=f"{CAUSES['unknown']}; the logs hold no known error line",
+        fix="read the logs of the failing rank; add its message to noderun/explain/signatures.py",
+        evidence=Evidence(where, 0, text),
+        tier=Tier.LAST_RESORT,
+        time=None,
+    )
+
+
+def _seen(ranker: Ranker, sources: Sources) -> list[Seen]:
+    seen = [
+        Seen(
+            f"{SIGNS[kind]}{f' ({value})' if value else ''}",
+            Evidence(str(hit.path), hit.line, hit.text),
+            count,
+        )
+        for (kind, value), (hit, count) in ranker.signs.items()
+    ]
+    seen += [Seen(text, Evidence(where, 0, text), 1) for where, text in sources.succeeded]
+    return seen
