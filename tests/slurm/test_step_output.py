@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from noderun.backends import slurm
-from noderun.backends.slurm_text import JobState, gpus_of_gres, parse_scontrol_job
 from noderun.backends.slurm_step import StepSupervisor
+from noderun.backends.slurm_text import JobState, gpus_of_gres, parse_scontrol_job
 from noderun.plan.slurm import LaunchMode, StepPlan
 
 ROOT_CAUSE = """\

@@ -41,7 +41,8 @@ for step in range(args.iterations):
         print(f"iteration {step}: loss {loss.item():.4f}", flush=True)
 losses = [torch.zeros(1) for _ in range(world)]
 dist.all_gather(losses, loss.detach().reshape(1))
-print(f"rank {rank} (local {local_rank}) of {world}: final losses {[round(t.item(), 4) for t in losses]}")
+finals = [round(t.item(), 4) for t in losses]
+print(f"rank {rank} (local {local_rank}) of {world}: final losses {finals}")
 if rank == 0 and args.out is not None:
     (args.out / "checkpoints").mkdir(parents=True, exist_ok=True)
     torch.save(model.module.state_dict(), args.out / "checkpoints" / "model.pt")
