@@ -89,6 +89,12 @@ CASES = {
         "started without srun",
         set(),
     ),
+    "slurm/lightning_no_srun.out": (
+        "missing-launcher",
+        "lightning_no_srun.out",
+        "GLOBAL_RANK: 0, MEMBER: 1/4",
+        set(),
+    ),
     "slurm/storage_missing.out": (
         "storage-missing",
         "storage_missing.out",
@@ -151,7 +157,7 @@ def test_root_cause_of_real_failure(fixture):
     assert root.evidence.line >= 1
     lines = Path(root.evidence.file).read_text(errors="replace").splitlines()
     assert lines[root.evidence.line - 1].strip().startswith(root.evidence.text[:80])
-    assert root.tier <= Tier.CONSEQUENCE
+    assert root.tier < Tier.WARNING
     assert {f.cause for f in findings[1:]} == also
     assert root.fix and root.summary
 

@@ -63,6 +63,7 @@ SIGNS: dict[str, str] = {
     "finished": "the run finished",
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
+    "backend": "the process group backend",
 }
 
 
@@ -344,8 +345,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "registered",
-        r"All distributed processes registered\. Starting with \d+ processes",
+        r"All distributed processes registered\. Starting with (\d+) processes",
         "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "backend",
+        r"^\s*distributed_backend=(\w+)",  # Lightning's banner
+        "the process group backend",
         "",
         Tier.SIGN,
     ),

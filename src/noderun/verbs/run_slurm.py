@@ -16,11 +16,10 @@ from pathlib import Path
 
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor
-from noderun.backends.slurm import write_sacct_summary
+from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepFailure, StepResult, StepSupervisor
 from noderun.errors import UsageError
 from noderun.exit_codes import EXIT_STALLED
-from noderun.node import hostnames
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy

@@ -35,6 +35,12 @@ OPTIONS = OptionTable(
         value("--backend", choices=("gloo", "nccl"), env=False, help="expected backend"),
         value("--epochs", type=positive_int, env=False, help="expected epochs completed"),
         repeated("--skip", metavar="CHECK", help="skip a check (repeatable)"),
+        repeated(
+            "--require",
+            metavar="CHECK[,CHECK]",
+            help="fail when a check finds nothing to judge (e.g. metrics,checkpoint); by default "
+            "a script that does not use noderun's runtime gets SKIP for what it did not leave",
+        ),
     ),
 )
 
@@ -48,7 +54,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Check a run directory: run.json and its exit status, runtime.json, "
         "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
         "the final checkpoint loads, no rank with errors; under SLURM also sacct_summary.txt and "
-        "the job's final state. Exit 0 healthy, 1 not, 2 bad input.",
+        "the job's final state. A script that does not call noderun.init() is judged from what "
+        "it left (the launcher's exit codes, its logs, Lightning's metrics, its checkpoints): "
+        "what needs noderun's runtime says SKIP and why. Exit 0 healthy, 1 not, 2 bad input.",
     )
 
 
@@ -58,17 +66,20 @@ def main(args: argparse.Namespace) -> int:
     from noderun.verify import Expectations, verify_run_dir
     from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
-    unknown = sorted(set(args.skip) - set(CHECK_NAMES))
-    if unknown:
-        raise UsageError(
-            f"unknown check {', '.join(unknown)}", f"--skip takes {', '.join(CHECK_NAMES)}"
-        )
+    required = {name for item in args.require for name in item.split(",") if name}
+    for flag, names in (("--skip", set(args.skip)), ("--require", required)):
+        unknown = sorted(names - set(CHECK_NAMES))
+        if unknown:
+            raise UsageError(
+                f"unknown check {', '.join(unknown)}", f"{flag} takes {', '.join(CHECK_NAMES)}"
+            )
     expect = Expectations(
         world_size=args.world_size,
         nnodes=args.nnodes,
         backend=args.backend,
         epochs=args.epochs,
         skip=frozenset(args.skip),
+        require=frozenset(required),
     )
     report = verify_run_dir(resolve_target(args.target), expect)
     if args.json:
@@ -89,8 +100,9 @@ def print_report(report: Report) -> None:
     if report.facts:
         print("  ".join(f"{k}={_fact(v)}" for k, v in report.facts.items()))
     failures = sum(1 for c in report.checks if c.status.value == "FAIL")
+    skips = sum(1 for c in report.checks if c.status.value == "SKIP")
     if report.healthy:
-        print("verdict: HEALTHY")
+        print(f"verdict: HEALTHY{f' ({skips} check(s) skipped: see why above)' if skips else ''}")
     else:
         print(f"verdict: NOT HEALTHY ({failures} check(s) failed)")
         if report.failed_run:

@@ -28,6 +28,15 @@ class Loaded:
         return not self.error
 
 
+@dataclasses.dataclass(frozen=True)
+class LogSign:
+    """A sign of health a library printed in the logs (explain's table): value and where."""
+
+    value: str
+    where: str  # file:line
+    text: str
+
+
 @dataclasses.dataclass
 class RunEvidence:
     """Everything the checks look at; files are read once here."""
@@ -37,6 +46,15 @@ class RunEvidence:
     runtime: Loaded
     metrics_header: list[str]
     metrics: Loaded  # data: list of rows, each a dict column -> raw text
+    # where the metrics come from: noderun's metrics.csv, or a Lightning CSVLogger's
+    metrics_source: str = "noderun"
+    # signs in the logs (explain's SIGN table): kind -> first one seen
+    signs: dict[str, LogSign] = dataclasses.field(default_factory=dict)
+
+    @property
+    def noderun_runtime(self) -> bool:
+        """The ranks ran noderun.init() (rank 0 wrote runtime.json)."""
+        return self.runtime.ok
 
     @property
     def run_record(self) -> dict[str, Any]:
@@ -87,15 +105,48 @@ def _load_csv(path: Path) -> tuple[list[str], Loaded]:
     return header, Loaded(path, rows)
 
 
+def lightning_metrics(run_dir: Path) -> Path | None:
+    """The newest Lightning CSVLogger file under the run directory (lightning_logs/version_N)."""
+    found = [p for p in run_dir.rglob("metrics.csv") if p != run_dir / rundir.METRICS_CSV]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
 def load_evidence(run_dir: Path) -> RunEvidence:
     header, metrics = _load_csv(run_dir / rundir.METRICS_CSV)
+    source = "noderun"
+    other = None if metrics.ok else lightning_metrics(run_dir)
+    if other is not None:
+        header, metrics = _load_csv(other)
+        source = str(other.relative_to(run_dir))
     return RunEvidence(
         run_dir=run_dir,
         run=load_json(run_dir / rundir.RUN_JSON),
         runtime=load_json(run_dir / rundir.RUNTIME_JSON),
         metrics_header=header,
         metrics=metrics,
+        metrics_source=source,
+        signs=log_signs(run_dir),
     )
+
+
+def log_signs(run_dir: Path) -> dict[str, LogSign]:
+    """What the libraries said about the run in its logs: every rank registered, backend…"""
+    from noderun.explain.findings import Ranker
+    from noderun.explain.scanner import Scanner
+    from noderun.explain.signatures import SIGNATURES, Tier
+
+    logs = sorted((run_dir / rundir.LOGS).glob("*.log")) if (run_dir / rundir.LOGS).is_dir() else []
+    ranker = Ranker({p: i for i, p in enumerate(logs)}, {})
+    scanner = Scanner([s for s in SIGNATURES if s.tier is Tier.SIGN])
+    for path in logs:
+        try:
+            ranker.add_file(path, scanner.scan(path))
+        except OSError:
+            continue
+    signs: dict[str, LogSign] = {}
+    for (kind, value), (hit, _) in ranker.signs.items():
+        signs.setdefault(kind, LogSign(value, f"{hit.path.name}:{hit.line}", hit.text))
+    return signs
 
 
 def number(text: str | None) -> float | None:

@@ -19,6 +19,8 @@ class Expectations:
     backend: str | None = None
     epochs: int | None = None
     skip: frozenset[str] = frozenset()
+    # checks whose evidence must exist: a SKIP for lack of it becomes a FAIL
+    require: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass

@@ -11,12 +11,13 @@ from noderun.backends.slurm import SACCT_SUMMARY
 from noderun.errors import UsageError
 from noderun.explain.sources import run_dirs_of_job
 from noderun.verify.evidence import RunEvidence, load_evidence, number, require_run_dir
-from noderun.verify.model import Expectations, Report, Status, skipped
+from noderun.verify.model import Expectations, Report, Status, failed, skipped
 from noderun.verify.run_checks import RUN_DIR_CHECKS
 from noderun.verify.slurm_checks import SLURM_CHECKS, is_slurm_run, job_id_of, summary_rows
 
 _JOB_ID = re.compile(r"^\d+$")
 _RUN_DIR_HINT = "pass a run directory (runs/<name>-…) or a SLURM job id"
+_REQUIRE_FIX = "write it under the run directory (NODERUN_RUN_DIR), or drop it from --require"
 
 # metrics.csv columns reported as "final <column>" when the last epoch has them
 FINAL_COLUMNS = (
@@ -75,8 +76,11 @@ def verify_run_dir(target: Path, expect: Expectations | None = None) -> Report:
     for name, check in checks.items():
         if name in expect.skip:
             report.add(skipped(name, "skipped (--skip)"))
-        else:
-            report.add(check(evidence, expect))
+            continue
+        result = check(evidence, expect)
+        if name in expect.require and result.status is Status.SKIP:
+            result = failed(name, f"{result.detail} (--require {name})", _REQUIRE_FIX)
+        report.add(result)
     report.failed_run = any(
         c.name in ("run-status", "job-state") and c.status is Status.FAIL for c in report.checks
     )
