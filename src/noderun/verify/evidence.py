@@ -53,8 +53,13 @@ class RunEvidence:
 
     @property
     def noderun_runtime(self) -> bool:
-        """The ranks ran noderun.init() (rank 0 wrote runtime.json)."""
-        return self.runtime.ok
+        """The script used noderun's runtime: runtime.json (noderun.init()), noderun's
+        metrics.csv or noderun's checkpoints; a plain script leaves none of them."""
+        return (
+            self.runtime.ok
+            or (self.run_dir / rundir.METRICS_CSV).is_file()
+            or any((self.run_dir / rundir.CHECKPOINTS).glob("*/meta.json"))
+        )
 
     @property
     def run_record(self) -> dict[str, Any]:

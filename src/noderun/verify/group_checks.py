@@ -10,7 +10,7 @@ from __future__ import annotations
 from noderun.verify.evidence import RunEvidence
 from noderun.verify.model import Check, Expectations, failed, passed, skipped, warned
 
-_PLAIN = "the script does not call noderun.init() (no runtime.json)"
+_PLAIN = "no sign of noderun.init() (no runtime.json, noderun metrics.csv or checkpoints/)"
 
 
 def _asked(ev: RunEvidence, key: str, explicit: int | None) -> int | None:
@@ -21,7 +21,7 @@ def _asked(ev: RunEvidence, key: str, explicit: int | None) -> int | None:
 
 
 def check_runtime_json(ev: RunEvidence, _: Expectations) -> Check:
-    if not ev.runtime.ok and ev.runtime.error.endswith("is missing"):
+    if not ev.runtime.ok and not ev.noderun_runtime:
         return skipped("runtime-json", f"{_PLAIN}: judged from the launcher and the logs")
     if not ev.runtime.ok:
         return failed(
@@ -50,6 +50,8 @@ def _registered(ev: RunEvidence) -> int | None:
 def check_ddp_init(ev: RunEvidence, expect: Expectations) -> Check:
     """Every rank took part in the process group: each sent its host through it (gather)."""
     runtime = ev.runtime_record
+    if not runtime and ev.noderun_runtime:
+        return failed("ddp-init", "no runtime.json: DDP initialization is not confirmed")
     if not runtime:
         sign = ev.signs.get("registered")
         if sign is None:
@@ -79,6 +81,8 @@ def check_world_size(ev: RunEvidence, expect: Expectations) -> Check:
     asked = _asked(ev, "world_size", expect.world_size)
     asked_nodes = _asked(ev, "nnodes", expect.nnodes)
     runtime = ev.runtime_record
+    if not runtime and ev.noderun_runtime:
+        return failed("world-size", "no runtime.json: the world size the ranks saw is unknown")
     if not runtime:
         seen = _registered(ev)
         if seen is None:
@@ -111,6 +115,8 @@ def check_world_size(ev: RunEvidence, expect: Expectations) -> Check:
 def check_backend(ev: RunEvidence, expect: Expectations) -> Check:
     runtime = ev.runtime_record
     asked = expect.backend or ev.run_record.get("requested_backend")
+    if not runtime and ev.noderun_runtime:
+        return failed("backend", "no runtime.json: the backend is unknown")
     if not runtime:
         sign = ev.signs.get("backend")
         if sign is None:

@@ -51,10 +51,9 @@ def check_sacct_summary(ev: RunEvidence, _: Expectations) -> Check:
 def final_state(ev: RunEvidence) -> tuple[JobState | None, str]:
     """The job's state from scontrol/sacct now, else the one recorded in sacct_summary.txt."""
     job_id = job_id_of(ev)
-    if slurm.available():
-        state = slurm.job_state(job_id)
-        if state is not None:
-            return state, "sacct"
+    record = slurm.job_record(job_id) if slurm.available() else None
+    if record is not None:
+        return record.state, record.source
     rows = summary_rows(ev.run_dir / SACCT_SUMMARY)
     job = next((r for r in rows if r.get("JobID") == job_id), None)
     if job is None:
