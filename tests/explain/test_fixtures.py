@@ -222,6 +222,7 @@ def test_cli_json_shape_and_text_report():
 # healthy runs, produced for real (fixtures/README.md): no error-level finding, no failure
 HEALTHY = {
     "healthy/run_noderun": ("finished", "completed"),
+    "healthy/noderun_console.log": ("finished", "job completed"),
     "healthy/torchrun_plain.log": (None, None),
     "healthy/srun_plain.out": (None, None),
     "healthy/lightning_srun.out": ("finished", "max_epochs=2"),

@@ -1,0 +1,62 @@
+"""How explain weighs what it found: finished runs, refuted findings, aborts after errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from noderun.explain import examine
+
+
+def _log(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "job.log"
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_abort_after_an_error_is_not_a_finalization_abort(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path,
+        "rank 1: step 3\nValueError: bad batch shape\nterminate called without an active "
+        "exception\n",
+    )
+    verdict = examine([log])
+    assert [f.cause for f in verdict.failures] == ["rank-crashed"]
+    assert "ValueError" in verdict.failures[0].evidence.text
+
+
+def test_an_abort_after_clean_output_is_its_own_cause(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path,
+        "rank 1: final loss 0.12\nterminate called without an active exception\n"
+        "noderun: job failed: rank 1 (node 0, local rank 1) killed by SIGABRT\n",
+    )
+    verdict = examine([log])
+    assert [f.cause for f in verdict.failures] == ["finalization-abort", "rank-crashed"]
+    assert "noderun run" in verdict.failures[0].fix and "upgrade torch" in verdict.failures[0].fix
+
+
+def test_a_launcher_failure_outweighs_a_finished_sign(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path,
+        "`Trainer.fit` stopped: `max_epochs=2` reached.\n"
+        "srun: error: node2: task 3: Aborted (core dumped)\n",
+    )
+    verdict = examine([log])
+    assert verdict.failed and not verdict.finished
+
+
+def test_different_nccl_versions_in_a_finished_run_are_a_warning(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path,
+        "NCCL version 2.18.1+cuda12.1\nNCCL version 2.19.3+cuda12.2\n"
+        "`Trainer.fit` stopped: `max_steps=100` reached.\n",
+    )
+    verdict = examine([log])
+    assert verdict.finished and not verdict.failed
+    assert [w.cause for w in verdict.warnings] == ["version-mismatch"]
+    assert "2.18.1+cuda12.1, 2.19.3+cuda12.2" in verdict.warnings[0].summary
+
+
+def test_lightning_member_line_alone_still_means_a_missing_launcher(tmp_path: Path) -> None:
+    log = _log(tmp_path, "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4\n")
+    assert [f.cause for f in examine([log]).failures] == ["missing-launcher"]
