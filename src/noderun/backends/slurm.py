@@ -23,6 +23,7 @@ from noderun.backends.slurm_text import (
     JobRecord,
     JobState,
     format_table,
+    parse_labelled,
     parse_sacct_job,
     parse_sacct_rows,
     parse_scontrol_job,
@@ -53,6 +54,7 @@ __all__ = [
     "pick_partition",
     "requeue",
     "require_command",
+    "run_on_job_nodes",
     "run_step",
     "sacct_summary",
     "sbatch",
@@ -283,9 +285,6 @@ def write_sacct_summary(run_dir: Path, job_id: str, job_final: bool) -> Path:
     return path
 
 
-_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")
-
-
 def run_on_job_nodes(
     job_id: str, nodes: Sequence[str], argv: Sequence[str], timeout: float = 120
 ) -> tuple[list[tuple[int, str]], str]:
@@ -309,9 +308,6 @@ def run_on_job_nodes(
         done = _run(command, timeout=timeout)
     except subprocess.TimeoutExpired:
         return [], f"srun --overlap on job {job_id} took over {timeout:g} s"
-    lines = []
-    for line in done.stdout.splitlines():
-        if match := _LABELLED.match(line):
-            lines.append((int(match.group(1)), match.group(2)))
+    lines = parse_labelled(done.stdout)
     error = "" if done.returncode == 0 else _first_line(done.stderr or done.stdout)
     return lines, error

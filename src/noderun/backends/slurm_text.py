@@ -40,6 +40,7 @@ SACCT_FIELDS = "JobID,JobName,State,ExitCode,Elapsed,NNodes,NodeList"
 # what ``sacct -X -n -P -o JOB_FIELDS`` gives for a job scontrol has forgotten
 JOB_FIELDS = "JobID,State,ExitCode,WorkDir,SubmitLine,NodeList"
 _KEY_VALUE = re.compile(r"(\S+?)=(.*?)(?= \S+?=|\s*$)")
+_LABELLED = re.compile(r"^\s*(\d+): ?(.*)$")  # srun --label
 
 
 def state_status(state: str) -> str:
@@ -232,3 +233,12 @@ def gpus_of_gres(gres: str) -> int:
         if parts[0] == "gpu" and parts[-1].isdigit():
             total = max(total, int(parts[-1]))
     return total
+
+
+def parse_labelled(text: str) -> list[tuple[int, str]]:
+    """``srun --label`` output -> (task, line) for every labelled line."""
+    return [
+        (int(match.group(1)), match.group(2))
+        for line in text.splitlines()
+        if (match := _LABELLED.match(line))
+    ]

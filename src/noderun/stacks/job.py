@@ -43,7 +43,7 @@ def local_snapshot(
 def job_snapshot(job_id: str, run_dir: Path | None = None, nodes: Sequence[str] = ()) -> Snapshot:
     """Stacks of every rank of running SLURM job ``job_id``, one helper task per node."""
     from noderun.backends import slurm
-    from noderun.node import hostnames
+    from noderun.backends.slurm import hostnames
 
     if not nodes:
         state = slurm.job_state(job_id)
