@@ -22,6 +22,7 @@ import torch
 from digits_data import SITES, Net, accuracy, label_counts, site_data, test_data
 
 from noderun.flare import FedAvgJob, Site
+from noderun.runtime.entry import run_main
 
 HERE = Path(__file__).resolve().parent
 
@@ -104,7 +105,7 @@ def write_outputs(out: Path, curve: list[tuple[int, float]], alone: dict[str, fl
     fig.savefig(out / "global_accuracy.png", dpi=100)
 
 
-def main() -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--env", choices=["sim", "poc", "export"], default="sim")
     parser.add_argument("--rounds", type=int, default=5)
@@ -114,21 +115,21 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/flare-digits"))
     args = parser.parse_args()
     args.out = args.out.resolve()
+    job = build_job(args)  # checks every input first: nothing written when one is wrong
+    print(job.table(), flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for site in SITES:
         (args.out / f"{site}.csv").unlink(missing_ok=True)
-    job = build_job(args)
-    print(job.table(), flush=True)
     if args.env == "export":
         print(f"job folder: {job.export(args.out / 'jobs')}")
-        return 0
+        return
     if args.env == "sim":
         result = job.simulate(args.out / "workspace")
     else:
         status, poc_result = job.poc()
         print(f"POC job status: {status}")
         if poc_result is None:
-            return 1
+            raise SystemExit(f"POC job ended without a result ({status})")
         result = poc_result
     curve = global_curve(args.out, result)
     alone = {site: train_alone(site, args.rounds * args.epochs, args.lr) for site in SITES}
@@ -138,8 +139,7 @@ def main() -> int:
         f"federated {curve[-1][1]:.3f} vs "
         + ", ".join(f"{site} alone {acc:.3f}" for site, acc in alone.items())
     )
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

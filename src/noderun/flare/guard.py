@@ -33,12 +33,12 @@ def rank_error(rank: int, claimed: str) -> FlareRankError:
     )
 
 
-def _guarded_init(rank: int, original: Any) -> Any:
-    def init(self: Any, rank_arg: str | None = None) -> Any:
-        claimed = str(rank_arg if rank_arg is not None else os.environ.get("RANK", "0"))
+def _guarded_init(global_rank: int, original: Any) -> Any:
+    def init(self: Any, rank: str | None = None) -> Any:  # FLARE calls init(rank=...)
+        claimed = str(rank if rank is not None else os.environ.get("RANK", "0"))
         if claimed == "0":
-            raise rank_error(rank, claimed)
-        return original(self, rank_arg)
+            raise rank_error(global_rank, claimed)
+        return original(self, rank=rank)
 
     return init
 

@@ -22,7 +22,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from noderun import rundir
 from noderun.errors import NoderunError, UsageError
+from noderun.flare.site_launch import gpu_count
 from noderun.flare.sites import Site, capacity_problem, site_table
 
 INSTALL_HINT = (
@@ -122,7 +124,7 @@ class FedAvgJob:
     def check_here(self, environ: Mapping[str, str] | None = None) -> None:
         """Refuse a site this machine cannot host (SimEnv and POC run every site here)."""
         env = os.environ if environ is None else environ
-        cpus, gpus = os.cpu_count() or 1, _gpu_count()
+        cpus, gpus = os.cpu_count() or 1, gpu_count()
         for site in self.sites:
             problem = capacity_problem(site, env, cpus, gpus)
             if problem:
@@ -142,7 +144,12 @@ class FedAvgJob:
         try:
             run = self.recipe.run(env)
         except RuntimeError as err:
-            raise NoderunError(f"FLARE simulation of {self.name} failed: {err}") from None
+            failures = failed_sites(Path(workspace) / self.name)
+            raise NoderunError(
+                f"FLARE simulation of {self.name} failed: "
+                + ("; ".join(failures) if failures else str(err)),
+                f"see the site logs under {Path(workspace) / self.name}",
+            ) from None
         return Path(str(run.get_result()))
 
     def poc(self, timeout: float = 0.0) -> tuple[str | None, Path | None]:
@@ -162,7 +169,13 @@ class FedAvgJob:
         return run.get_status(), Path(result) if result else None
 
 
-def _gpu_count() -> int:
-    from noderun.flare.site_launch import _gpu_count as count
-
-    return count()
+def failed_sites(workspace: Path) -> list[str]:
+    """``site: reason`` for every site whose noderun job under ``workspace`` failed."""
+    found = []
+    for run_json in sorted(workspace.rglob(f"runs/*/{rundir.RUN_JSON}")):
+        record = rundir.read_json(run_json)
+        if record.get("status") not in ("completed", "running"):
+            failure = record.get("failure") or {}
+            site = run_json.parent.name.rsplit("-", 2)[0]
+            found.append(f"{site}: {failure.get('reason', record.get('status'))}")
+    return found

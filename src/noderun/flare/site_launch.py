@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _gpu_count() -> int:
+def gpu_count() -> int:
+    """GPUs this process may use: CUDA_VISIBLE_DEVICES, else /dev/nvidiaN (no CUDA init)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return len([d for d in visible.split(",") if d.strip()])
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         site = Site(args.site, args.nnodes, args.nproc_per_node, args.launcher)
-        problem = capacity_problem(site, os.environ, os.cpu_count() or 1, _gpu_count())
+        problem = capacity_problem(site, os.environ, os.cpu_count() or 1, gpu_count())
         if problem:
             raise problem
         if not Path(args.script).is_file():
