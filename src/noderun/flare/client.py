@@ -74,13 +74,19 @@ class FederatedSite:
     def __init__(self, ctx: Context, heartbeat: float = DEFAULT_HEARTBEAT):
         self.ctx = ctx
         self.heartbeat = heartbeat
+        # per round: wait_s (rank 0 waiting for FLARE's task), broadcast_s (weights to every
+        # rank), train_s (the script's own work), send_s (metrics reduce + result to FLARE)
         self.timings: list[dict[str, float]] = []
         self.round: Round | None = None
+        self._timing: dict[str, float] = {}
+        self._trained_from = 0.0
+        self._received: Any = None
         self._flare: Any = None
         self._sent = True
         self._waiter: threading.Thread | None = None
         self._tasks: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.init_seconds = 0.0
+        self.created_at = time.time()
         if ctx.is_main:
             started = time.perf_counter()
             from nvflare import client as flare
@@ -106,9 +112,10 @@ class FederatedSite:
             if self.ctx.distributed:
                 broadcast_state(unwrap(model))
             self.round = Round(**payload)
-            self._timing = {"round": float(self.round.number), "wait_s": waited}
+            self._timing = {"round": self.round.number, "task_at": time.time(), "wait_s": waited}
             self._timing["broadcast_s"] = time.perf_counter() - started
             self._sent = False
+            self._trained_from = time.perf_counter()
             yield self.round
             if not self._sent:
                 raise NoderunError(
@@ -124,6 +131,7 @@ class FederatedSite:
     ) -> dict[str, float]:
         """Average ``metrics`` over ranks; rank 0 sends the weights and them to FLARE."""
         started = time.perf_counter()
+        self._timing["train_s"] = started - self._trained_from
         averaged = self.ctx.all_reduce_mean(dict(metrics or {}))
         if self.ctx.is_main:
             from nvflare.apis.fl_constant import FLMetaKey
@@ -186,7 +194,11 @@ class FederatedSite:
             self._flare.shutdown()
         with contextlib.suppress(OSError):
             self.ctx.run_dir.mkdir(parents=True, exist_ok=True)
-            record = {"init_s": self.init_seconds, "rounds": self.timings}
+            record = {
+                "created_at": self.created_at,
+                "init_s": self.init_seconds,
+                "rounds": self.timings,
+            }
             (self.ctx.run_dir / TIMINGS_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
     def __enter__(self) -> FederatedSite:
