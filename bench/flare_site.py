@@ -21,10 +21,12 @@ import noderun
 from noderun.flare import FederatedSite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "flare"))
-from digits_data import Net, site_data  # noqa: E402
+from digits_data import Net, site_data
 
 
-def train_round(ctx: noderun.Context, model: nn.Module, loader: object, epochs: int, r: int) -> None:
+def train_round(
+    ctx: noderun.Context, model: nn.Module, loader: object, epochs: int, r: int
+) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(epochs):

@@ -63,7 +63,9 @@ def main() -> None:
                     writer = csv.writer(out)
                     if new:
                         writer.writerow(["round", "site", "world_size", *metrics])
-                    writer.writerow([fl_round.number, fl_round.site, ctx.world_size, *metrics.values()])
+                    writer.writerow(
+                        [fl_round.number, fl_round.site, ctx.world_size, *metrics.values()]
+                    )
 
 
 if __name__ == "__main__":

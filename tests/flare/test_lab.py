@@ -53,6 +53,9 @@ def test_one_batch_job_runs_server_clients_and_a_two_node_site(tmp_path: Path) -
     site2 = json.loads((runs["site-2"] / "run.json").read_text())
     assert site2["backend"] == "local" and site2["topology"]["world_size"] == 1
     with (out / "site-1.csv").open() as f:
-        assert [(r["round"], r["world_size"]) for r in csv.DictReader(f)] == [("0", "4"), ("1", "4")]
+        assert [(r["round"], r["world_size"]) for r in csv.DictReader(f)] == [
+            ("0", "4"),
+            ("1", "4"),
+        ]
     left = processes_running(str(poc)) + processes_running(str(out))
     assert not left, [p.cmdline() for p in left]

@@ -33,7 +33,10 @@ def test_example_in_poc_mode_finishes_and_stops_everything(tmp_path: Path) -> No
     startup = list(poc.rglob("site-1/startup/start.sh"))
     assert startup, "POC kits were not prepared by FLARE"
     with (out / "site-1.csv").open() as f:
-        assert [(r["round"], r["world_size"]) for r in csv.DictReader(f)] == [("0", "4"), ("1", "4")]
+        assert [(r["round"], r["world_size"]) for r in csv.DictReader(f)] == [
+            ("0", "4"),
+            ("1", "4"),
+        ]
     with (out / "global_accuracy.csv").open() as f:
         assert len(list(csv.DictReader(f))) == 3
     site_runs = [json.loads(p.read_text()) for p in poc.rglob("runs/site-*/run.json")]

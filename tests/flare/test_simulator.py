@@ -25,9 +25,9 @@ def _site_runs(workspace: Path) -> dict[str, dict[str, object]]:
     return runs
 
 
-def _sim_job(tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2) -> tuple[
-    subprocess.CompletedProcess[str], Path
-]:
+def _sim_job(
+    tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     workspace = tmp_path / "ws"
     result = subprocess.run(
         [

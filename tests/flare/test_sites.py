@@ -43,7 +43,16 @@ def test_table_one_line_per_site() -> None:
         [Site("site-1", 2, 2, args="--site site-1"), Site("site-2", script="b.py")], "a.py"
     )
     lines = table.splitlines()
-    assert lines[0].split() == ["site", "launcher", "nodes", "x", "procs", "ranks", "script", "args"]
+    assert lines[0].split() == [
+        "site",
+        "launcher",
+        "nodes",
+        "x",
+        "procs",
+        "ranks",
+        "script",
+        "args",
+    ]
     assert lines[1].split() == ["site-1", "local", "2", "x", "2", "4", "a.py", "--site", "site-1"]
     assert lines[2].split() == ["site-2", "local", "1", "x", "1", "1", "b.py"]
 

@@ -104,7 +104,9 @@ class FederatedSite:
             if kind == "stop":
                 return
             if kind == "error":
-                raise FlareSessionError(f"rank 0's FLARE session failed: {payload}", "see rank 0's log")
+                raise FlareSessionError(
+                    f"rank 0's FLARE session failed: {payload}", "see rank 0's log"
+                )
             started = time.perf_counter()
             if self.ctx.is_main:
                 params = {k: torch.as_tensor(v) for k, v in self._received.params.items()}

@@ -118,11 +118,12 @@ def capacity_problem(
                 f"site {site.name} asks for {site.nnodes} nodes but SLURM job {job} has {nodes}",
                 f"allocate --nodes={site.nnodes} for the site's client, or lower its nnodes",
             )
-        per_node = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
-        if per_node and min(per_node) and site.nproc_per_node > min(per_node):
+        cpus_per_node = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
+        fewest = min(cpus_per_node, default=0)
+        if fewest and site.nproc_per_node > fewest:
             return UsageError(
                 f"site {site.name} asks for {site.nproc_per_node} processes per node but SLURM "
-                f"job {job} has {min(per_node)} CPUs on some node",
+                f"job {job} has {fewest} CPUs on some node",
                 f"allocate --cpus-per-task/--ntasks-per-node for {site.nproc_per_node}, or lower "
                 "its nproc_per_node",
             )

@@ -1,6 +1,6 @@
 """A two-site FedAvg job in FLARE's simulator, sites given on the command line (tests).
 
-    sim_job.py WORKSPACE SITE1_SCRIPT SITE1_NODES SITE2_SCRIPT [ROUNDS]
+sim_job.py WORKSPACE SITE1_SCRIPT SITE1_NODES SITE2_SCRIPT [ROUNDS]
 """
 
 import sys
