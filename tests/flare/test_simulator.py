@@ -109,3 +109,13 @@ def test_flare_init_on_every_rank_is_one_line(tmp_path: Path) -> None:
     rank_log = next(workspace.rglob("site-1-*/logs/rank1.log")).read_text().strip().splitlines()
     assert len(rank_log) == 1 and rank_log[0].startswith("FlareRankError: rank 1 called"), rank_log
     assert "only global rank 0 may talk to FLARE" in rank_log[0]
+
+
+def test_site_dying_before_its_first_task_fails_the_simulation(tmp_path: Path) -> None:
+    # FLARE's simulator returns 0 for this run; the site's run.json tells the truth
+    result, _ = _sim_job(tmp_path, "crash_at_start.py", 1, "plain_ddp_site.py")
+    assert result.returncode == 1, result.stdout[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert (
+        "site-1: exit code 1: ModuleNotFoundError: No module named 'noderun_missing_module'" in last
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import queue
 import threading
 import time
@@ -30,6 +31,8 @@ from noderun.errors import NoderunError
 from noderun.runtime.context import Context
 
 DEFAULT_HEARTBEAT = 20.0
+# nvflare.client.cell.bootstrap.BOOTSTRAP_FILE_ENV_VAR: set by FLARE for the process it launches
+FLARE_BOOTSTRAP_ENV = "NVFLARE_CLIENT_API_BOOTSTRAP"
 TIMINGS_FILE = "flare_rounds.json"
 
 
@@ -72,10 +75,17 @@ class FederatedSite:
     """The FLARE client API for a whole noderun job: rank 0 talks, every rank trains."""
 
     def __init__(self, ctx: Context, heartbeat: float = DEFAULT_HEARTBEAT):
+        if not os.environ.get(FLARE_BOOTSTRAP_ENV):
+            raise NoderunError(
+                "this script was not started by a FLARE client (no FLARE session to join)",
+                "run it as a site of noderun.flare.FedAvgJob (job.simulate(), job.poc(), or the "
+                "exported job folder)",
+            )
         self.ctx = ctx
         self.heartbeat = heartbeat
         # per round: wait_s (rank 0 waiting for FLARE's task), broadcast_s (weights to every
-        # rank), train_s (the script's own work), send_s (metrics reduce + result to FLARE)
+        # rank), train_s (the script's own work), send_s (reduce_s: metrics over ranks, then the
+        # result to FLARE)
         self.timings: list[dict[str, float]] = []
         self.round: Round | None = None
         self._timing: dict[str, float] = {}
@@ -135,6 +145,7 @@ class FederatedSite:
         started = time.perf_counter()
         self._timing["train_s"] = started - self._trained_from
         averaged = self.ctx.all_reduce_mean(dict(metrics or {}))
+        self._timing["reduce_s"] = time.perf_counter() - started
         if self.ctx.is_main:
             from nvflare.apis.fl_constant import FLMetaKey
             from nvflare.app_common.abstract.fl_model import FLModel

@@ -141,15 +141,19 @@ class FedAvgJob:
 
         self.check_here()
         env = SimEnv(clients=[s.name for s in self.sites], workspace_root=str(workspace))
+        root = Path(workspace) / self.name
         try:
             run = self.recipe.run(env)
+            error = ""
         except RuntimeError as err:
-            failures = failed_sites(Path(workspace) / self.name)
+            error = str(err)
+        failures = failed_sites(root)  # FLARE may call a run whose site never started a success
+        if error or failures:
             raise NoderunError(
                 f"FLARE simulation of {self.name} failed: "
-                + ("; ".join(failures) if failures else str(err)),
-                f"see the site logs under {Path(workspace) / self.name}",
-            ) from None
+                + ("; ".join(failures) if failures else error),
+                f"see the site logs under {root}",
+            )
         return Path(str(run.get_result()))
 
     def poc(self, timeout: float = 0.0) -> tuple[str | None, Path | None]:
