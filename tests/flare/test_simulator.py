@@ -29,23 +29,28 @@ def _sim_job(
     tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     workspace = tmp_path / "ws"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPTS / "sim_job.py"),
-            str(workspace),
-            str(SCRIPTS / script1),
-            str(nodes1),
-            str(SCRIPTS / script2),
-            str(rounds),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
-    assert not processes_running(str(workspace)), "a site process outlived the simulation"
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                str(SCRIPTS / "sim_job.py"),
+                str(workspace),
+                str(SCRIPTS / script1),
+                str(nodes1),
+                str(SCRIPTS / script2),
+                str(rounds),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=280,
+            cwd=tmp_path,
+            env=clean_env(),
+        )
+    finally:
+        left = processes_running(str(workspace))
+        for proc in left:  # a hung simulation must not outlive the test
+            proc.kill()
+    assert not left, "a site or simulator process outlived the simulation"
     return result, workspace / "sim"
 
 
@@ -57,7 +62,7 @@ def test_example_two_sites_three_rounds(tmp_path: Path) -> None:
         text=True,
         timeout=280,
         cwd=tmp_path,
-        env=clean_env(),
+        env=clean_env(NODERUN_FLARE_HEARTBEAT="0.3"),  # ranks 1-3 wait in renewed broadcasts
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert not processes_running(str(out)), "a site process outlived the simulation"
@@ -81,7 +86,10 @@ def test_example_two_sites_three_rounds(tmp_path: Path) -> None:
         assert run["status"] == "completed" and run["exit_code"] == 0, run
     assert runs["site-1"]["topology"]["world_size"] == 4  # type: ignore[index]
     timings = next((out / "workspace").rglob("site-1-*/flare_rounds.json"))
-    assert [r["round"] for r in json.loads(timings.read_text())["rounds"]] == [0, 1, 2]
+    rounds = json.loads(timings.read_text())["rounds"]
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    # rounds 1-2 wait for site-2 and the server for longer than 0.3 s: heartbeats happened
+    assert sum(r["heartbeats"] for r in rounds) > 0, rounds
 
 
 def test_plain_script_without_noderun_import(tmp_path: Path) -> None:

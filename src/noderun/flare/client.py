@@ -30,7 +30,8 @@ import torch.distributed as dist
 from noderun.errors import NoderunError
 from noderun.runtime.context import Context
 
-DEFAULT_HEARTBEAT = 20.0
+DEFAULT_HEARTBEAT = 20.0  # seconds the other ranks wait in one broadcast while rank 0 waits
+HEARTBEAT_ENV = "NODERUN_FLARE_HEARTBEAT"
 # nvflare.client.cell.bootstrap.BOOTSTRAP_FILE_ENV_VAR: set by FLARE for the process it launches
 FLARE_BOOTSTRAP_ENV = "NVFLARE_CLIENT_API_BOOTSTRAP"
 TIMINGS_FILE = "flare_rounds.json"
@@ -74,7 +75,7 @@ def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
 class FederatedSite:
     """The FLARE client API for a whole noderun job: rank 0 talks, every rank trains."""
 
-    def __init__(self, ctx: Context, heartbeat: float = DEFAULT_HEARTBEAT):
+    def __init__(self, ctx: Context, heartbeat: float | None = None):
         if not os.environ.get(FLARE_BOOTSTRAP_ENV):
             raise NoderunError(
                 "this script was not started by a FLARE client (no FLARE session to join)",
@@ -82,7 +83,8 @@ class FederatedSite:
                 "exported job folder)",
             )
         self.ctx = ctx
-        self.heartbeat = heartbeat
+        self.heartbeat = heartbeat or float(os.environ.get(HEARTBEAT_ENV) or DEFAULT_HEARTBEAT)
+        self._heartbeats = 0
         # per round: wait_s (rank 0 waiting for FLARE's task), broadcast_s (weights to every
         # rank), train_s (the script's own work), send_s (reduce_s: metrics over ranks, then the
         # result to FLARE)
@@ -125,6 +127,7 @@ class FederatedSite:
                 broadcast_state(unwrap(model))
             self.round = Round(**payload)
             self._timing = {"round": self.round.number, "task_at": time.time(), "wait_s": waited}
+            self._timing["heartbeats"], self._heartbeats = self._heartbeats, 0
             self._timing["broadcast_s"] = time.perf_counter() - started
             self._sent = False
             self._trained_from = time.perf_counter()
@@ -167,6 +170,7 @@ class FederatedSite:
             decision = self.ctx.broadcast_object(decision)
             if decision[0] != "wait":
                 return decision
+            self._heartbeats += 1
 
     def _poll_flare(self) -> tuple[str, Any]:
         if self._waiter is None:

@@ -15,8 +15,11 @@ Every site's command is ``python -m noderun.flare.site_launch …`` (see ``Site.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -30,6 +33,8 @@ from noderun.flare.sites import Site, capacity_problem, site_table
 INSTALL_HINT = (
     "pip install 'noderun[flare]' (nvflare>=2.9,<2.10; never nvflare[pt]: it replaces torch)"
 )
+# Seconds a simulation may go on after a site failed before the watchdog ends it.
+SIMULATION_GRACE = 30.0
 # Seconds FLARE waits for a site's ranks to leave after the last round before SIGTERM.
 DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 
@@ -142,11 +147,15 @@ class FedAvgJob:
         self.check_here()
         env = SimEnv(clients=[s.name for s in self.sites], workspace_root=str(workspace))
         root = Path(workspace) / self.name
+        watchdog = _SiteWatchdog(root)
+        watchdog.start()
         try:
             run = self.recipe.run(env)
             error = ""
         except RuntimeError as err:
             error = str(err)
+        finally:
+            watchdog.stop()
         failures = failed_sites(root)  # FLARE may call a run whose site never started a success
         if error or failures:
             raise NoderunError(
@@ -171,6 +180,57 @@ class FedAvgJob:
         finally:
             env.stop(clean_up=False)
         return run.get_status(), Path(result) if result else None
+
+
+class _SiteWatchdog(threading.Thread):
+    """Ends a simulation whose server waits for a site that died before its first task.
+
+    FLARE's simulator hears of a site's failure during a round, but not of one whose trainer
+    never completed its handshake: the server then waits for that site's result for ever.
+    Polls the sites' run.json; after a failure and ``grace`` seconds, terminates the
+    simulator processes (this process's children in ``root``)."""
+
+    def __init__(self, root: Path, poll: float = 1.0, grace: float = SIMULATION_GRACE):
+        super().__init__(daemon=True, name="noderun-flare-watchdog")
+        self.root, self.poll, self.grace = root, poll, grace
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        failed_at = None
+        while not self._done.wait(self.poll):
+            if failed_at is None and failed_sites(self.root):
+                failed_at = time.monotonic()
+            if failed_at is not None and time.monotonic() - failed_at > self.grace:
+                self._terminate()
+                return
+
+    def _terminate(self) -> None:
+        import psutil
+
+        marker = str(self.root.parent)
+        procs = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if any(marker in part for part in _cmdline(p))
+        ]
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(procs, timeout=10)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _cmdline(proc: Any) -> list[str]:
+    try:
+        return list(proc.cmdline())
+    except Exception:  # gone meanwhile, or not ours to read
+        return []
 
 
 def failed_sites(workspace: Path) -> list[str]:
