@@ -11,6 +11,9 @@
 
 Every site's command is ``python -m noderun.flare.site_launch …`` (see ``Site.command``) with
 ``launch_external_process=True`` and one trainer process group per site for all rounds.
+``python`` is the interpreter the sites run (default: this one; for a job folder exported to
+other machines, the path of their environment's python). ``files`` are modules the scripts
+import, shipped beside them in ``custom/``.
 """
 
 from __future__ import annotations
