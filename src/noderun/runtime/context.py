@@ -12,7 +12,7 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -154,11 +154,27 @@ class Context:
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
 
-    def prepare(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Move ``model`` to this rank's device and wrap it in DDP when distributed."""
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        *,
+        shard: bool = False,
+        layers: Iterable[torch.nn.Module] | None = None,
+        mixed_precision: bool | None = None,
+    ) -> torch.nn.Module:
+        """Move ``model`` to this rank's device and, when distributed, wrap it for data parallel.
+
+        ``shard=False``: DDP (every rank holds the whole model, gradients all-reduced).
+        ``shard=True``: FSDP2 ``fully_shard`` on each of ``layers`` (default: the blocks of the
+        model's outermost ``nn.ModuleList``s, e.g. a transformer's decoder layers) and on the
+        root, so parameters, gradients and optimizer state are split across ranks.
+        ``mixed_precision`` (default: on with CUDA): bf16 compute, fp32 gradient reduction.
+        A single process gets the model on its device, unwrapped."""
         model = model.to(self.device)
         if not self.distributed:
             return model
+        if shard:
+            return _fully_shard(model, self.device, layers, mixed_precision)
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [self.device.index] if self.device.type == "cuda" else None
@@ -297,3 +313,36 @@ def _write_runtime_json(ctx: Context, hosts: list[str], init_seconds: float) -> 
     tmp = ctx.run_dir / "runtime.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(ctx.run_dir / "runtime.json")
+
+
+def shard_units(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """The blocks of ``model``'s outermost ``nn.ModuleList``s (a transformer's layers), in order;
+    a list nested inside one of them is not descended into."""
+    for child in model.children():
+        if isinstance(child, torch.nn.ModuleList):
+            yield from child
+        else:
+            yield from shard_units(child)
+
+
+def _fully_shard(
+    model: torch.nn.Module,
+    device: torch.device,
+    layers: Iterable[torch.nn.Module] | None,
+    mixed_precision: bool | None,
+) -> torch.nn.Module:
+    """FSDP2 over every rank: each unit of ``layers`` sharded on its own, then the root."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    bf16 = device.type == "cuda" if mixed_precision is None else mixed_precision
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if bf16
+        else MixedPrecisionPolicy()
+    )
+    for unit in shard_units(model) if layers is None else layers:
+        fully_shard(unit, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    return model
