@@ -38,6 +38,16 @@ COLUMNS: tuple[str, ...] = (
     "cpu_util_avg",
 )
 
+# step-based training (no epochs): one row per logged step
+STEP_COLUMNS: tuple[str, ...] = (
+    "step",
+    "train_loss",
+    "val_loss",
+    "lr",
+    "tokens_per_sec",
+    "step_time_sec",
+)
+
 
 def _cell(value: Any) -> str:
     if value is None:
@@ -48,7 +58,9 @@ def _cell(value: Any) -> str:
 
 
 class MetricsLogger:
-    """Appends one row per epoch to ``metrics.csv``; only the main rank writes.
+    """Appends one row per epoch to ``metrics.csv``; only the main rank writes. ``columns``
+    replaces the epoch columns (e.g. ``STEP_COLUMNS``); the first one numbers the rows, and
+    ``resume_after_epoch`` drops the rows numbered above it.
 
     >>> log = MetricsLogger(Path("/tmp/m.csv"), is_main=True, extra_columns=["val_accuracy"])
     ... # doctest: +SKIP
@@ -61,10 +73,11 @@ class MetricsLogger:
         extra_columns: Sequence[str] = (),
         tensorboard: bool = False,
         resume_after_epoch: int | None = None,
+        columns: Sequence[str] = COLUMNS,
     ) -> None:
         self.path = path
         self.is_main = is_main
-        self.columns = (*COLUMNS, *(c for c in extra_columns if c not in COLUMNS))
+        self.columns = (*columns, *(c for c in extra_columns if c not in columns))
         self._board: Any = _summary_writer(path.parent / "tensorboard") if tensorboard else None
         if not is_main:
             return
@@ -87,9 +100,10 @@ class MetricsLogger:
         with open(self.path, "a", newline="") as handle:
             csv.writer(handle).writerow([_cell(row.get(c)) for c in self.columns])
         if self._board is not None:
-            step = int(row.get("epoch", 0) or 0)
+            index = self.columns[0]
+            step = int(row.get(index, 0) or 0)
             for name, value in row.items():
-                if name != "epoch" and isinstance(value, int | float):
+                if name != index and isinstance(value, int | float):
                     self._board.add_scalar(name, value, step)
             self._board.flush()
 

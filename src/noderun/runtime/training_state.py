@@ -41,7 +41,12 @@ class Position:
 
     @property
     def tag(self) -> str:
-        """``epoch-0003`` after an epoch, ``epoch-0003-step-000017`` inside epoch 4; names sort."""
+        """``epoch-0003`` after an epoch, ``epoch-0003-step-000017`` inside epoch 4; names sort.
+        Step-based training (``Position(global_step=n)``, no epochs) is ``step-00000020``: the
+        loop keeps its own data position (e.g. samples seen, in ``extra``), so such a
+        checkpoint resumes on any world size."""
+        if not self.epoch and not self.step and self.global_step:
+            return f"step-{self.global_step:08d}"
         base = f"epoch-{self.epoch:04d}"
         return f"{base}-step-{self.step:06d}" if self.step else base
 
