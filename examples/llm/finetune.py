@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -227,7 +228,12 @@ def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    config, location = configure(argv)  # before any process group: mistakes cost nothing
+    try:
+        config, location = configure(argv)  # before any process group: mistakes cost nothing
+    except settings.UsageError as err:
+        # every rank of a node sees the same files: its local rank 0 says it, once per node
+        err.agreed = os.environ.get("LOCAL_RANK", "0") != "0"  # type: ignore[attr-defined]
+        raise
     train(config, location)
 
 

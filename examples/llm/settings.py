@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -215,7 +216,7 @@ def model_location(model: ModelConfig) -> tuple[Path, str | None]:
         directory = Path(model.name_or_path)
     if not directory.is_dir():
         raise UsageError(
-            f"model.name_or_path {directory} is not a directory",
+            f"model.name_or_path {directory} is not a directory on {socket.gethostname()}",
             f"give a Hugging Face model directory, or {PACKAGED_MODEL}",
         )
     if model.gguf_file:
@@ -243,7 +244,7 @@ def check_paths(config: Config) -> tuple[Path, str | None]:
     dataset = Path(config.data.dataset_path)
     if not dataset.is_file():
         raise UsageError(
-            f"data.dataset_path {dataset} does not exist",
+            f"data.dataset_path {dataset} does not exist on {socket.gethostname()}",
             "python examples/llm/prepare_data.py --out " + str(dataset),
         )
     return location
