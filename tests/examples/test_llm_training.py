@@ -1,0 +1,142 @@
+"""The LLM example on a tiny random Llama through ``noderun run``: FSDP2 + LoRA on 2 x 2 ranks,
+sharded checkpoints, exact resume, resume on 2 ranks of a 4-rank checkpoint and the reverse,
+and the exported adapter loaded by peft in this plain process."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from noderun import checkpoint
+from tests.conftest import noderun
+from tests.examples.llm_helpers import STEP_LINE, eval_lines, finetune_args, metrics
+
+pytestmark = pytest.mark.slow
+SHORT = ("--training.max_steps", "4", "--training.save_steps", "2", "--training.eval_steps", "2")
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    result = noderun(args, timeout=280)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory, tiny_llm: Path, llm_dataset: Path) -> dict:
+    """4 steps on 2 x 2 ranks, a checkpoint at steps 2 and 4."""
+    run_dir = tmp_path_factory.mktemp("llm") / "first"
+    result = run(finetune_args(run_dir, tiny_llm, llm_dataset, 2, 2, *SHORT))
+    return {"dir": run_dir, "out": result.stdout, "model": tiny_llm, "data": llm_dataset}
+
+
+def test_fsdp_lora_on_2x2_ranks_logs_evaluates_and_checkpoints(first: dict) -> None:
+    out, run_dir = first["out"], first["dir"]
+    assert "0:0| fine-tuning" in out and "on 4 ranks (FSDP2, gloo, cpu)" in out
+    steps = [line for line in out.splitlines() if STEP_LINE.search(line)]
+    assert [line.split("|")[0] for line in steps] == ["0:0"] * 4  # rank 0 only, every step
+    assert all(int(STEP_LINE.search(line).group(5)) > 0 for line in steps)  # type: ignore[union-attr]
+    rows = metrics(run_dir)
+    assert sorted(rows) == [0, 1, 2, 3, 4]
+    assert rows[0]["train_loss"] == "" and rows[1]["val_loss"] == ""
+    vals = {s: float(rows[s]["val_loss"]) for s in (0, 2, 4)}
+    assert all(math.isfinite(v) for v in vals.values())
+    assert vals[4] < vals[0]  # it learns, even this tiny random model
+    assert float(rows[2]["lr"]) > float(rows[1]["lr"])  # warmup
+    for step in (2, 4):
+        path = run_dir / "checkpoints" / f"step-{step:08d}"
+        assert checkpoint.is_complete(path)
+        assert json.loads((path / "meta.json").read_text())["format"] == "sharded"
+        assert len(list((path / "shards").glob("*.distcp"))) == 4  # every rank its shard
+    state = checkpoint.load(run_dir / "checkpoints" / "step-00000004")
+    assert state["extra"][0]["samples"] == 4 * 8  # 4 steps x 1 x 2 micro-batches x 4 ranks
+    assert state["scheduler"]["last_epoch"] == 4
+    assert any("lora_A" in k for k in state["optimizer"]["state"])  # only LoRA is optimized
+    assert not any("lora" not in k for k in state["optimizer"]["state"])
+
+
+def test_exact_resume_on_the_same_ranks(first: dict, tmp_path: Path) -> None:
+    resumed_dir = tmp_path / "resumed"
+    saved = first["dir"] / "checkpoints" / "step-00000002"
+    result = run(
+        finetune_args(
+            resumed_dir, first["model"], first["data"], 2, 2, *SHORT, "--resume", str(saved)
+        )
+    )
+    assert eval_lines(result.stdout)[2] == pytest.approx(eval_lines(first["out"])[2], abs=2e-6)
+    a = checkpoint.load(first["dir"] / "checkpoints" / "step-00000004")
+    b = checkpoint.load(resumed_dir / "checkpoints" / "step-00000004")
+    for key, value in a["model"].items():
+        assert torch.equal(value, b["model"][key]), key
+    rows_a, rows_b = metrics(first["dir"]), metrics(resumed_dir)
+    assert sorted(rows_b) == [3, 4]  # the resumed run's own metrics start after the checkpoint
+    assert [rows_b[s]["train_loss"] for s in (3, 4)] == [rows_a[s]["train_loss"] for s in (3, 4)]
+
+
+def test_resume_4_to_2_and_2_to_4_ranks_reshards(first: dict, tmp_path: Path) -> None:
+    """DCP reshards on load: the held-out loss of the restored model is the saved model's, and
+    the data stream and step count go on from where they stopped."""
+    two = tmp_path / "two"
+    saved = first["dir"] / "checkpoints" / "step-00000002"
+    result = run(
+        finetune_args(two, first["model"], first["data"], 1, 2, *SHORT, "--resume", str(saved))
+    )
+    assert "written by 4 ranks, this run has 2" in result.stdout
+    assert eval_lines(result.stdout)[2] == pytest.approx(eval_lines(first["out"])[2], rel=1e-6)
+    rows = metrics(two)
+    assert sorted(rows) == [3, 4]
+    assert float(rows[3]["train_loss"]) == pytest.approx(
+        float(metrics(first["dir"])[3]["train_loss"]), rel=0.05
+    )
+    at_four = checkpoint.load(two / "checkpoints" / "step-00000004")
+    assert at_four["world_size"] == 2
+    assert at_four["extra"][0]["samples"] == 2 * 8 + 2 * 4  # 2 steps on 4 ranks, 2 on 2
+
+    four = tmp_path / "four"
+    more = ("--training.max_steps", "6", "--training.save_steps", "2", "--training.eval_steps", "2")
+    back = two / "checkpoints" / "step-00000004"
+    result = run(
+        finetune_args(four, first["model"], first["data"], 2, 2, *more, "--resume", str(back))
+    )
+    assert "written by 2 ranks, this run has 4" in result.stdout
+    assert eval_lines(result.stdout)[4] == pytest.approx(float(rows[4]["val_loss"]), rel=1e-6)
+    assert sorted(metrics(four)) == [5, 6]
+    final = checkpoint.load(four / "checkpoints" / "step-00000006")
+    assert final["extra"][0]["samples"] == 24 + 2 * 8 and final["world_size"] == 4
+
+
+def test_exported_adapter_loads_in_a_plain_process_with_the_trained_logits(first: dict) -> None:
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter = first["dir"] / "adapter"
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {
+        p.name for p in adapter.iterdir()
+    }
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["r"] == 8 and set(config["target_modules"]) == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+    }
+
+    def base() -> torch.nn.Module:
+        return AutoModelForCausalLM.from_pretrained(first["model"], dtype=torch.float32)
+
+    ids = torch.arange(5, 45).view(2, 20)
+    loaded = PeftModel.from_pretrained(base(), adapter).eval()
+    trained = get_peft_model(
+        base(),
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]),
+    ).eval()
+    final = checkpoint.load(first["dir"] / "checkpoints" / "step-00000004")["model"]
+    trained.load_state_dict(final)  # the trained model as its last checkpoint holds it
+    with torch.no_grad():
+        expected = trained(input_ids=ids).logits
+        torch.testing.assert_close(loaded(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
+        assert not torch.allclose(base()(input_ids=ids).logits, expected, atol=1e-4)
