@@ -4,6 +4,7 @@ exist are one line naming them and the valid keys, before any process group star
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import socket
@@ -105,8 +106,11 @@ def _valid() -> str:
 def _coerce(key: str, value: Any) -> Any:
     """A YAML value, or a command-line string, as the type the schema wants."""
     kind = KEYS[key]
+    if isinstance(value, str) and kind == "float":
+        with contextlib.suppress(ValueError):  # YAML 1.1 reads "1e-3" as a string
+            value = float(value)
     if isinstance(value, str) and kind != "str":
-        value = yaml.safe_load(value)  # "3e-4", "true", "[q_proj, v_proj]" from the command line
+        value = yaml.safe_load(value)  # "3", "true", "[q_proj, v_proj]" from the command line
     ok = {
         "str": lambda v: isinstance(v, str),
         "int": lambda v: isinstance(v, int) and not isinstance(v, bool),

@@ -78,6 +78,8 @@ def test_config_overrides_and_types(tmp_path: Path) -> None:
     config = settings.load(base, {"lora.target_modules": "[q_proj, v_proj]"})
     assert config.lora.target_modules == ["q_proj", "v_proj"]
     assert config.training.learning_rate == pytest.approx(1e-3)
+    config = settings.load(base, {"training.learning_rate": "2e-4"})  # YAML 1.1 calls it a str
+    assert config.training.learning_rate == pytest.approx(2e-4)
 
 
 @pytest.mark.parametrize(

