@@ -1,5 +1,5 @@
-"""Two gloo ranks on this machine for a benchmark: spawned, rendezvous on a free port, and
-rank 0's result handed back to the benchmark's main process."""
+"""Two (or N) gloo ranks on this machine for a benchmark: spawned, rendezvous on a free port,
+and rank 0's result handed back to the benchmark's main process."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ from noderun.topology import free_port
 
 
 def _start(
-    rank: int, port: int, run_dir: str, worker: Callable[..., Any], args: tuple, out: Any
+    rank: int,
+    world: int,
+    port: int,
+    run_dir: str,
+    worker: Callable[..., Any],
+    args: tuple,
+    out: Any,
 ) -> None:
     os.environ.update(
-        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+        RANK=str(rank), LOCAL_RANK="0", WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port), NODERUN_RUN_DIR=run_dir,
     )  # fmt: skip
     result = worker(*args)
@@ -24,15 +30,17 @@ def _start(
         out.put(result)
 
 
-def run_two_ranks(worker: Callable[..., Any], args: tuple, run_dir: str, timeout: float) -> Any:
-    """``worker(*args)`` on ranks 0 and 1 (RANK, WORLD_SIZE, MASTER_* and NODERUN_RUN_DIR set
-    for ``noderun.init()``); returns what rank 0's call returned."""
+def run_two_ranks(
+    worker: Callable[..., Any], args: tuple, run_dir: str, timeout: float, world: int = 2
+) -> Any:
+    """``worker(*args)`` on ranks 0 and 1, or 0..world-1 (RANK, WORLD_SIZE, MASTER_* and
+    NODERUN_RUN_DIR set for ``noderun.init()``); returns what rank 0's call returned."""
     port = free_port()
     context = mp.get_context("spawn")
     queue = context.Queue()
     procs = [
-        context.Process(target=_start, args=(rank, port, run_dir, worker, args, queue))
-        for rank in range(2)
+        context.Process(target=_start, args=(rank, world, port, run_dir, worker, args, queue))
+        for rank in range(world)
     ]
     for proc in procs:
         proc.start()

@@ -9,6 +9,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a run never reaches for the network
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TQDM_DISABLE", "1")  # GGUF dequantization bars would fill the rank logs
 
 import warnings
 
