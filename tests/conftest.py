@@ -90,3 +90,21 @@ def processes_running(marker: str) -> list[psutil.Process]:
 @pytest.fixture
 def scripts() -> Path:
     return SCRIPTS
+
+
+@pytest.fixture(scope="session")
+def llm_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/llm's instruction JSONL, written by its prepare_data.py."""
+    from tests.examples.llm_helpers import example
+
+    out = tmp_path_factory.mktemp("llm_data") / "pydoc_instructions.jsonl"
+    example("prepare_data").write(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with SmolLM2's tokenizer, saved as a Hugging Face directory."""
+    from tests.examples.llm_helpers import example
+
+    return example("tiny_model").write(tmp_path_factory.mktemp("tiny_llm"))

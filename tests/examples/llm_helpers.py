@@ -4,9 +4,11 @@ and the metrics/step lines a run leaves."""
 from __future__ import annotations
 
 import csv
+import importlib
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from tests.conftest import ROOT
 
@@ -55,3 +57,8 @@ def metrics(run_dir: Path) -> dict[int, dict[str, str]]:
 
 def eval_lines(stdout: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(2)) for m in EVAL_LINE.finditer(stdout)}
+
+
+def example(name: str) -> ModuleType:
+    """A module of examples/llm (``prepare_data``, ``tiny_model``, …)."""
+    return importlib.import_module(name)

@@ -11,7 +11,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.explain.scanner import Hit, Scanner
 from noderun.explain.signatures import Tier
-from noderun.runtime.metrics import COLUMNS
+from noderun.runtime.metrics import COLUMNS, STEP_COLUMNS
 from noderun.verify.checkpoint_checks import check_checkpoint
 from noderun.verify.evidence import RunEvidence, load_json, number
 from noderun.verify.group_checks import GROUP_CHECKS
@@ -62,6 +62,11 @@ def check_run_status(ev: RunEvidence, _: Expectations) -> Check:
     return failed("run-status", f"run {status}: {who}: {why}", explain_hint(ev.run_dir))
 
 
+def _index(header: list[str]) -> str | None:
+    """The column that numbers metrics rows: ``epoch``, or ``step`` for step-based training."""
+    return next((c for c in ("epoch", "step") if c in header), None)
+
+
 def check_metrics_file(ev: RunEvidence, _: Expectations) -> Check:
     if not ev.metrics.ok and not ev.noderun_runtime and ev.metrics.error.endswith("is missing"):
         return skipped(
@@ -73,38 +78,43 @@ def check_metrics_file(ev: RunEvidence, _: Expectations) -> Check:
         return failed("metrics", ev.metrics.error, "log epochs with noderun.runtime.metrics")
     name = "metrics.csv" if ev.metrics_source == "noderun" else ev.metrics_source
     loss = "train_loss" if ev.metrics_source == "noderun" else None
-    missing = [c for c in ("epoch", loss) if c and c not in ev.metrics_header]
+    index = _index(ev.metrics_header)
+    missing = [c for c in (index or "epoch", loss) if c and c not in ev.metrics_header]
     if missing:
         return failed("metrics", f"{name} has no {', '.join(missing)} column")
     if not ev.rows:
-        return failed("metrics", f"{name} has a header but no epoch rows")
+        return failed("metrics", f"{name} has a header but no {index} rows")
     detail = f"{len(ev.rows)} rows, {len(ev.metrics_header)} columns"
     if ev.metrics_source != "noderun":
         return passed("metrics", f"{name} (Lightning CSVLogger): {detail}")
-    absent = [c for c in COLUMNS if c not in ev.metrics_header]
+    expected = STEP_COLUMNS if index == "step" else COLUMNS
+    absent = [c for c in expected if c not in ev.metrics_header]
     if absent:
         return warned("metrics", f"{detail}; without {', '.join(absent)}")
     return passed("metrics", detail)
 
 
 def check_epochs(ev: RunEvidence, expect: Expectations) -> Check:
-    if not ev.rows or "epoch" not in ev.metrics_header:
+    index = _index(ev.metrics_header)
+    if not ev.rows or index is None:
         return skipped("epochs", "no metrics rows")
     previous: float | None = None
     for line, row in enumerate(ev.rows, start=2):
-        epoch = number(row.get("epoch"))
+        epoch = number(row.get(index))
         if epoch is None or not math.isfinite(epoch) or epoch != int(epoch):
-            return failed("epochs", f"metrics.csv line {line}: epoch {row.get('epoch')!r}")
+            return failed("epochs", f"metrics.csv line {line}: {index} {row.get(index)!r}")
         repeats = ev.metrics_source != "noderun"  # Lightning logs several rows per epoch
         if previous is not None and (epoch < previous or (epoch == previous and not repeats)):
             return failed(
                 "epochs",
-                f"metrics.csv line {line}: epoch {int(epoch)} after {int(previous)} "
+                f"metrics.csv line {line}: {index} {int(epoch)} after {int(previous)} "
                 "(not increasing: a resumed run logging again, or two writers?)",
-                "log metrics on rank 0 only, once per epoch",
+                f"log metrics on rank 0 only, once per {index}",
             )
         previous = epoch
-    count = len({row.get("epoch") for row in ev.rows})
+    count = len({row.get(index) for row in ev.rows})
+    if index == "step":
+        return passed("epochs", f"{count} step rows, last step {int(previous or 0)}, increasing")
     if expect.epochs is not None and count != expect.epochs:
         return failed("epochs", f"{count} epochs completed, {expect.epochs} expected")
     return passed("epochs", f"{count} epochs, last {int(previous or 0)}, increasing")
@@ -121,7 +131,14 @@ def check_losses(ev: RunEvidence, _: Expectations) -> Check:
     for line, row in enumerate(ev.rows, start=2):
         for column in columns:
             value = number(row.get(column))
-            if value is None and column == "train_loss" and ev.metrics_source == "noderun":
+            # step-based rows may hold only an evaluation (step 0: the model before training)
+            step_rows = _index(ev.metrics_header) == "step"
+            if (
+                value is None
+                and column == "train_loss"
+                and ev.metrics_source == "noderun"
+                and not step_rows
+            ):
                 return failed("losses", f"metrics.csv line {line}: train_loss is empty")
             if value is not None and not math.isfinite(value):
                 return failed(
