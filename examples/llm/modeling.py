@@ -3,13 +3,13 @@ downloaded), with a LoRA adapter on the frozen base."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a run never reaches for the network
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-os.environ.setdefault("TQDM_DISABLE", "1")  # GGUF dequantization bars would fill the rank logs
 
 import warnings
 
@@ -34,6 +34,10 @@ def load_tokenizer(directory: Path, gguf_file: str | None) -> Any:
 
 def load_base(directory: Path, gguf_file: str | None) -> torch.nn.Module:
     """The causal LM in float32 (a GGUF file is dequantized on load)."""
+    if gguf_file:  # its dequantization bar is a bare tqdm, deaf to disable_progress_bar()
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+        gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
     model = AutoModelForCausalLM.from_pretrained(
         directory, gguf_file=gguf_file, local_files_only=True, dtype=torch.float32
     )
