@@ -108,7 +108,7 @@ def export_adapter(ctx: Any, model: Any, directory: Path) -> None:
             full = param.full_tensor() if isinstance(param, DTensor) else param
             trainable[name] = full.detach().cpu().clone()
     if ctx.is_main:
-        inner.save_pretrained(directory, state_dict=trainable, safe_serialization=True)
+        inner.save_pretrained(directory, state_dict=trainable, save_embedding_layers=False)
     ctx.barrier()
 
 
