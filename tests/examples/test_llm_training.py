@@ -30,7 +30,9 @@ def run(args: list[str]) -> subprocess.CompletedProcess[str]:
 def first(tmp_path_factory: pytest.TempPathFactory, tiny_llm: Path, llm_dataset: Path) -> dict:
     """4 steps on 2 x 2 ranks, a checkpoint at steps 2 and 4."""
     run_dir = tmp_path_factory.mktemp("llm") / "first"
-    result = run(finetune_args(run_dir, tiny_llm, llm_dataset, 2, 2, *SHORT))
+    result = run(
+        finetune_args(run_dir, tiny_llm, llm_dataset, 2, 2, *SHORT, "--export_merged", "true")
+    )
     return {"dir": run_dir, "out": result.stdout, "model": tiny_llm, "data": llm_dataset}
 
 
@@ -144,6 +146,8 @@ def test_exported_adapter_loads_in_a_plain_process_with_the_trained_logits(first
         expected = trained(input_ids=ids).logits
         torch.testing.assert_close(loaded(input_ids=ids).logits, expected, rtol=0, atol=1e-5)
         assert not torch.allclose(base()(input_ids=ids).logits, expected, atol=1e-4)
+        merged = AutoModelForCausalLM.from_pretrained(first["dir"] / "merged").eval()
+        torch.testing.assert_close(merged(input_ids=ids).logits, expected, rtol=0, atol=1e-4)
 
 
 def test_real_smollm2_gguf_fine_tunes_on_2_ranks(tmp_path: Path, llm_dataset: Path) -> None:
