@@ -7,22 +7,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import instructions
 import pytest
-import settings
 import torch
 
 from tests.conftest import clean_env, noderun, run_args
-from tests.examples.llm_helpers import FINETUNE
+from tests.examples.llm_helpers import FINETUNE, example
+
+instructions = example("instructions")
+settings = example("settings")
 
 
 def test_prepare_data_is_deterministic_and_holds_out_whole_topics(
     llm_dataset: Path, tmp_path: Path
 ) -> None:
-    import prepare_data
-
     again = tmp_path / "again.jsonl"
-    prepare_data.write(again)
+    example("prepare_data").write(again)
     assert again.read_bytes() == llm_dataset.read_bytes()
     rows = [json.loads(line) for line in llm_dataset.read_text().splitlines()]
     assert all(set(r) == {"instruction", "response", "topic", "split"} for r in rows)

