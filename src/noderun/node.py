@@ -23,7 +23,7 @@ from typing import NoReturn
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import NodeGate
-from noderun.plan.launch import torchrun_argv
+from noderun.plan.launch import rank_command, torchrun_argv
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
 from noderun.topology import in_slurm_step, port_for_job, tasks_per_node
 
@@ -185,7 +185,7 @@ def exec_argv(spec: NodeSpec, command: list[str], python: str) -> list[str]:
     """The argv that replaces this process: torchrun (one per node) or the script (per rank)."""
     script, args = command[0], command[1:]
     if spec.mode is LaunchMode.SRUN:
-        return [python, script, *args]
+        return [python, *rank_command(script, args)]
     argv = torchrun_argv(
         nnodes=spec.nnodes,
         nproc_per_node=spec.nproc_per_node,
@@ -199,7 +199,7 @@ def exec_argv(spec: NodeSpec, command: list[str], python: str) -> list[str]:
         python=python,
     )
     # the static rendezvous would otherwise wait 600 s for an agent that died after check-in
-    cut = len(argv) - len(command)
+    cut = len(argv) - len(command) - 1  # before the rank entry
     return [*argv[:cut], f"--rdzv-conf=timeout={spec.join_timeout:g}", *argv[cut:]]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -61,6 +62,16 @@ class LaunchPlan:
         return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
 
 
+# Every rank runs through this file (by path: nothing of noderun is imported before the
+# script); it leaves with os._exit so torch's gloo finalization abort never hits a finished rank.
+RANK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "rank_entry.py")
+
+
+def rank_command(script: str, script_args: Sequence[str]) -> list[str]:
+    """What a rank's python runs: the rank entry, then the script and its arguments."""
+    return [RANK_ENTRY, script, *script_args]
+
+
 def torchrun_argv(
     *,
     nnodes: int,
@@ -89,8 +100,7 @@ def torchrun_argv(
         f"--log-dir={log_dir}",
         "--redirects=3",
         "--tee=3",
-        script,
-        *script_args,
+        *rank_command(script, script_args),
     ]
 
 

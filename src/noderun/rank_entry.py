@@ -1,0 +1,119 @@
+"""Run one rank's script exactly as ``python SCRIPT ARGS`` would, then leave without finalizing.
+
+torch 2.13's gloo backend aborts in interpreter finalization about half the time after a
+script finished its work (``terminate called without an active exception``, SIGABRT), even
+after ``destroy_process_group()``: a finished run would be reported as a crashed rank. This
+entry runs the script as ``__main__`` (same ``sys.argv``, ``__file__``, ``sys.path[0]``, atexit
+handlers, exit status, traceback), then does what finalization would do for the user (waits for
+non-daemon threads, runs atexit handlers, flushes stdio) and leaves with ``os._exit(status)``.
+
+    python /…/noderun/rank_entry.py SCRIPT [ARGS…]
+    python /…/noderun/rank_entry.py -m MODULE [ARGS…]
+
+It is started by path, not with ``-m noderun…``, so nothing of noderun (or torch) is imported
+before the user's script: environment variables the script sets before importing torch still
+take effect. Standard library only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import contextlib
+import importlib.machinery
+import os
+import runpy
+import signal
+import sys
+import threading
+import types
+from types import TracebackType
+
+ENTRY = os.path.abspath(__file__)
+
+
+def _exit_status(code: object) -> int:
+    """What the interpreter makes of ``SystemExit(code)`` (printing a message code as it does)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the user's first frame on: this entry's frames dropped."""
+    while tb is not None and tb.tb_frame.f_code.co_filename == ENTRY:
+        tb = tb.tb_next
+    return tb
+
+
+def _main_module(**attributes: object) -> types.ModuleType:
+    """A fresh ``__main__`` that stays in sys.modules until the process ends: the script's
+    globals are never torn down before ``os._exit`` (their destructors are what aborts)."""
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__builtins__=builtins, __cached__=None, **attributes)
+    sys.modules["__main__"] = module
+    return module
+
+
+def _script_code(script: str) -> tuple[types.CodeType, types.ModuleType]:
+    path = os.path.abspath(script)
+    with open(path, "rb") as f:  # compile() honours a coding cookie in the bytes
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    loader = importlib.machinery.SourceFileLoader("__main__", path)
+    sys.argv[0] = script
+    sys.path[0] = os.path.dirname(os.path.realpath(script))  # as `python SCRIPT` does
+    return code, _main_module(__file__=path, __loader__=loader, __package__=None, __spec__=None)
+
+
+def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType]:
+    sys.path[0] = os.getcwd()  # what `python -m` puts first
+    name, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    sys.argv[0] = spec.origin or name
+    module = _main_module(
+        __file__=spec.origin, __loader__=spec.loader, __package__=spec.parent, __spec__=spec
+    )
+    return code, module
+
+
+def _run(argv: list[str]) -> int:
+    is_module = bool(argv) and argv[0] in ("-m", "--module")
+    if not argv or (is_module and len(argv) < 2):
+        print("usage: rank_entry.py SCRIPT [ARGS…] | -m MODULE [ARGS…]", file=sys.stderr)
+        return 2
+    sys.argv = argv[1:] if is_module else list(argv)
+    try:
+        code, module = _module_code(argv[1]) if is_module else _script_code(argv[0])
+    except OSError as err:  # as `python SCRIPT` says it
+        print(f"{sys.executable}: can't open file {argv[0]!r}: {err}", file=sys.stderr)
+        return 2
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as stop:
+        return _exit_status(stop.code)
+    except BaseException as err:  # the interpreter's own handling of an uncaught exception
+        tb = _user_traceback(err.__traceback__)
+        sys.excepthook(type(err), err.with_traceback(tb), tb)
+        # python dies of SIGINT after an uncaught KeyboardInterrupt
+        return -signal.SIGINT if isinstance(err, KeyboardInterrupt) else 1
+    return 0
+
+
+def _finish(status: int) -> None:
+    """Interpreter shutdown up to (not including) finalization, then leave with ``status``."""
+    with contextlib.suppress(BaseException):  # a thread's failure is printed by threading
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as exit does
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()  # type: ignore[union-attr]
+    if status < 0:  # died of a signal: die of it again, with the default action
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status)
+
+
+if __name__ == "__main__":
+    _finish(_run(sys.argv[1:]))

@@ -1,0 +1,130 @@
+"""The rank entry runs a script exactly as `python SCRIPT` would, then leaves with os._exit.
+
+Each behaviour is compared with plain `python` running the same script in the same way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from noderun.plan.launch import RANK_ENTRY
+
+PROBE = """\
+import atexit, json, os, sys, threading, time
+from sibling import VALUE  # imported from the script's own folder
+atexit.register(lambda: print("atexit ran", flush=True))
+def late():
+    time.sleep(0.2)
+    print("thread finished", flush=True)
+threading.Thread(target=late).start()  # not a daemon: the interpreter waits for it
+print(json.dumps({"argv": sys.argv, "file": __file__, "name": __name__,
+                  "path0": sys.path[0], "value": VALUE, "main_is_me":
+                  sys.modules["__main__"].__dict__ is globals()}), flush=True)
+mode = os.environ.get("PROBE_MODE", "")
+if mode == "raise":
+    raise ValueError("boom")
+if mode == "message":
+    sys.exit("bad input")
+if mode == "interrupt":
+    raise KeyboardInterrupt
+if mode == "sigterm":
+    os.kill(os.getpid(), 15)
+    time.sleep(5)
+if mode.isdigit():
+    sys.exit(int(mode))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "sibling.py").write_text("VALUE = 42\n")
+    (folder / "train.py").write_text(PROBE)
+    return folder / "train.py"
+
+
+def run(argv: list[str], cwd: Path, mode: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PROBE_MODE": mode}
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=60
+    )
+
+
+def both(probe: Path, mode: str = "", args: tuple[str, ...] = ("--lr", "a b")) -> tuple:
+    rel = os.path.relpath(probe, probe.parent.parent)
+    plain = run([rel, *args], probe.parent.parent, mode)
+    entry = run([RANK_ENTRY, rel, *args], probe.parent.parent, mode)
+    return plain, entry
+
+
+def test_argv_file_name_path_and_sibling_imports_are_the_scripts(probe: Path) -> None:
+    plain, entry = both(probe)
+    assert plain.returncode == entry.returncode == 0, entry.stderr
+    assert entry.stdout == plain.stdout
+    first = entry.stdout.splitlines()[0]
+    assert '"argv": ["proj/train.py", "--lr", "a b"]' in first
+    assert f'"file": "{probe}"' in first and '"name": "__main__"' in first
+    assert f'"path0": "{probe.parent}"' in first and '"main_is_me": true' in first
+
+
+def test_atexit_handlers_and_non_daemon_threads_run_before_leaving(probe: Path) -> None:
+    _, entry = both(probe)
+    assert entry.stdout.splitlines()[1:] == ["thread finished", "atexit ran"]
+
+
+@pytest.mark.parametrize("code", ["0", "3", "2", "75"])
+def test_sys_exit_code_is_the_exit_status(probe: Path, code: str) -> None:
+    plain, entry = both(probe, code)
+    assert entry.returncode == plain.returncode == int(code)
+    assert "atexit ran" in entry.stdout
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(probe: Path) -> None:
+    plain, entry = both(probe, "message")
+    assert entry.returncode == plain.returncode == 1
+    assert entry.stderr == plain.stderr == "bad input\n"
+
+
+def test_uncaught_exception_prints_the_same_traceback_and_exits_1(probe: Path) -> None:
+    plain, entry = both(probe, "raise")
+    assert entry.returncode == plain.returncode == 1
+    assert entry.stderr == plain.stderr
+    assert entry.stderr.startswith("Traceback (most recent call last):\n  File ")
+    assert "rank_entry" not in entry.stderr and "ValueError: boom" in entry.stderr
+
+
+def test_keyboard_interrupt_dies_of_sigint_like_python(probe: Path) -> None:
+    plain, entry = both(probe, "interrupt")
+    assert entry.returncode == plain.returncode == -signal.SIGINT
+    assert "KeyboardInterrupt" in entry.stderr and "rank_entry" not in entry.stderr
+
+
+def test_a_signal_kills_it_as_it_kills_python(probe: Path) -> None:
+    plain, entry = both(probe, "sigterm")
+    assert entry.returncode == plain.returncode == -signal.SIGTERM
+
+
+def test_module_targets_run_as_python_dash_m(tmp_path: Path) -> None:
+    plain = run(["-m", "json.tool", "--help"], tmp_path)
+    entry = run([RANK_ENTRY, "-m", "json.tool", "--help"], tmp_path)
+    assert entry.returncode == plain.returncode == 0
+    assert entry.stdout == plain.stdout
+
+
+def test_a_missing_script_is_exit_2_as_python_says(tmp_path: Path) -> None:
+    entry = run([RANK_ENTRY, "nope.py"], tmp_path)
+    assert entry.returncode == 2 and "can't open file 'nope.py'" in entry.stderr
+
+
+def test_nothing_of_noderun_or_torch_is_imported_before_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import sys; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                      "('noderun', 'torch')))\n")  # fmt: skip
+    entry = run([RANK_ENTRY, str(script)], tmp_path)
+    assert entry.stdout.strip() == "[]"
