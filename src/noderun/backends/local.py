@@ -21,6 +21,7 @@ import psutil
 from noderun import failures
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
+from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan
 from noderun.plan.stall import StallPolicy
 
@@ -73,6 +74,24 @@ class RunResult:
     interrupted_by: str | None = None
     duration: float = 0.0
     stalled: str | None = None  # the stall verdict and report, when it stopped the job
+
+    def outcome(self, run_dir: Path) -> Outcome:
+        """This result as the one outcome every backend returns."""
+        failure = self.failure
+        log = None
+        if failure is not None:
+            name = f"rank{failure.rank}.log" if failure.rank is not None else None
+            log = run_dir / "logs" / (name or f"node{failure.node_rank}.agent.log")
+        return Outcome(
+            duration=self.duration,
+            failure=failure.describe() if failure and not self.stalled else None,
+            failure_exit=failure.exit_code if failure else None,
+            failure_rank=failure.rank if failure else None,
+            log=log,
+            interrupted_by=self.interrupted_by,
+            interrupt_code=self.exit_code if self.interrupted_by else None,
+            stalled=self.stalled,
+        )
 
 
 class _NodeOutput:

@@ -11,11 +11,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import IO
 
 from noderun import failures
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
+from noderun.outcome import Outcome
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 
@@ -24,6 +26,7 @@ _WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
 _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
+_SRUN_EXIT = re.compile(r"Exited with exit code (\d+)")
 _NODE_ERROR = "noderun.node: error: "
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
 
@@ -35,6 +38,7 @@ class StepFailure:
     summary: str  # one line, names rank and host when known
     rank: int | None = None
     log: str | None = None
+    exit_code: int | None = None  # the failing rank's own exit code, when known
 
 
 @dataclasses.dataclass
@@ -44,6 +48,23 @@ class StepResult:
     duration: float
     failure: StepFailure | None = None
     interrupted_by: str | None = None
+
+    def outcome(self, run_dir: Path) -> Outcome:
+        """This result as the one outcome every backend returns."""
+        failure = self.failure
+        stalled = failure.summary if failure and self.exit_code == EXIT_STALLED else None
+        if stalled:
+            failure = None
+        return Outcome(
+            duration=self.duration,
+            failure=failure.summary if failure else None,
+            failure_exit=failure.exit_code if failure else None,
+            failure_rank=failure.rank if failure else None,
+            log=run_dir / "logs" / failure.log if failure and failure.log else None,
+            interrupted_by=self.interrupted_by,
+            interrupt_code=self.exit_code if self.interrupted_by else None,
+            stalled=stalled,
+        )
 
 
 def _signal_text(code: int) -> str:
@@ -71,6 +92,7 @@ class StepSupervisor:
         self._root: dict[int, dict[str, int]] = {}  # node -> torchrun root cause
         self._in_root: set[int] = set()
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
+        self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
         self._stop_signal: int | None = None
         self.stall = (
@@ -222,6 +244,7 @@ class StepSupervisor:
                 f"{rank % plan.nproc_per_node}) failed first: {error}",
                 rank=rank,
                 log=f"rank{rank}.log",
+                exit_code=self._exit_codes.get(rank, self._srun_exit_of(rank)),
             )
         # torchrun's root causes; a rank that only lost its peer is not the cause
         causes = [
@@ -238,18 +261,43 @@ class StepSupervisor:
                 f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
                 rank=rank,
                 log=f"rank{rank}.log",
+                exit_code=root.get("exit_code"),
             )
         if self._srun_errors:
             host, tasks, text = self._srun_errors[0]
             what = "rank" if plan.mode is LaunchMode.SRUN else "node"
             first = int(tasks.split(",")[0].split("-")[0])
+            code = _SRUN_EXIT.search(text)
             return StepFailure(
                 f"{what} {first} on {host} failed: {text}",
                 rank=first if plan.mode is LaunchMode.SRUN else None,
                 log=f"rank{first}.log" if plan.mode is LaunchMode.SRUN else "srun.log",
+                exit_code=int(code.group(1)) if code and plan.mode is LaunchMode.SRUN else None,
             )
         return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
 
     def _error_records(self) -> dict[int, tuple[float, int, str]]:
         """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""
-        return {r.rank: (r.time, r.rank, r.error) for r in failures.read_all(self.logs)}
+        records = failures.read_all(self.logs)
+        self._exit_codes = {r.rank: r.exit_code for r in records}
+        return {r.rank: (r.time, r.rank, r.error) for r in records}
+
+    def _srun_exit_of(self, rank: int) -> int | None:
+        """srun mode: the exit code srun reported for ``rank``'s task, if it did."""
+        if self.plan.mode is not LaunchMode.SRUN:
+            return None
+        for _, tasks, text in self._srun_errors:
+            code = _SRUN_EXIT.search(text)
+            if code and rank in _task_ids(tasks):
+                return int(code.group(1))
+        return None
+
+
+def _task_ids(text: str) -> set[int]:
+    """srun's task list ``0,2-3`` -> {0, 2, 3}."""
+    ids: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit():
+            ids.update(range(int(first), int(last or first) + 1))
+    return ids

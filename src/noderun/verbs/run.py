@@ -13,7 +13,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.errors import UsageError
-from noderun.exit_codes import EXIT_PREEMPTED, EXIT_STALLED, EXIT_USAGE, PASSED_THROUGH
+from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan, plan_local
 from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
@@ -117,91 +117,23 @@ def main(args: argparse.Namespace) -> int:
         flush=True,
     )
     result = LocalSupervisor(plan, stall=stall_policy(args)).run()
-    if result.failure and result.failure.exit_code in PASSED_THROUGH:
-        result.exit_code = result.failure.exit_code  # a rank's bad input or preemption is the job's
-    record.update(_outcome(result))
+    outcome = result.outcome(plan.run_dir)
+    record.update(outcome.record(rundir.now_iso()))
+    record["node_exit_codes"] = {str(k): v for k, v in result.node_exit_codes.items()}
+    if result.failure:  # where it happened, as the local backend knows it
+        record["failure"].update(  # type: ignore[attr-defined]
+            node_rank=result.failure.node_rank, local_rank=result.failure.local_rank
+        )
     rundir.write_json_atomic(run_json, record)
-    _report(plan, result)
-    return result.exit_code
+    _report(plan, result, outcome)
+    return outcome.exit_code
 
 
-def _outcome(result: RunResult) -> dict[str, object]:
-    status = "completed"
-    if result.interrupted_by:
-        status = "interrupted"
-    elif result.stalled:
-        status = "stalled"
-    elif result.failure:
-        status = "preempted" if result.exit_code == EXIT_PREEMPTED else "failed"
-    outcome: dict[str, object] = {
-        "status": status,
-        "end_time": rundir.now_iso(),
-        "duration_sec": round(result.duration, 3),
-        "exit_code": result.exit_code,
-        "node_exit_codes": {str(k): v for k, v in result.node_exit_codes.items()},
-    }
-    if result.failure:
-        outcome["failure"] = {
-            "node_rank": result.failure.node_rank,
-            "rank": result.failure.rank,
-            "local_rank": result.failure.local_rank,
-            "exit_code": result.failure.exit_code,
-            "reason": result.failure.reason(),
-        }
-    if result.interrupted_by:
-        outcome["interrupted_by"] = result.interrupted_by
-    if result.stalled:
-        outcome["stall"] = result.stalled
-    return outcome
-
-
-def _report(plan: LaunchPlan, result: RunResult) -> None:
-    if result.interrupted_by:
-        print(
-            f"noderun: interrupted by {result.interrupted_by}; all ranks stopped "
-            f"(run dir {plan.run_dir})",
-            file=sys.stderr,
-        )
-    elif result.stalled:
-        print(
-            f"noderun: job stalled and was stopped (exit {EXIT_STALLED}): {result.stalled}; "
-            f"all ranks stopped; see `noderun explain {plan.run_dir}`",
-            file=sys.stderr,
-        )
-    elif result.exit_code == EXIT_USAGE:
-        print(
-            f"noderun: the script refused its input (exit {EXIT_USAGE}, see the error above); "
-            f"all ranks stopped; run dir {plan.run_dir}",
-            file=sys.stderr,
-        )
-    elif result.exit_code == EXIT_PREEMPTED:
-        print(
-            f"noderun: job preempted: a checkpoint was saved and every rank exited "
-            f"{EXIT_PREEMPTED}; resume with the script's --resume {plan.run_dir}",
-            file=sys.stderr,
-        )
-    elif result.failure:
-        failure = result.failure
-        log = (
-            plan.run_dir
-            / "logs"
-            / (
-                f"rank{failure.rank}.log"
-                if failure.rank is not None
-                else f"node{failure.node_rank}.agent.log"
-            )
-        )
-        if failure.rank is None:
-            for line in tail(log, 15):
-                print(f"  {line}", file=sys.stderr)
-        print(
-            f"noderun: job failed: {failure.describe()}; all ranks stopped; see {log} "
-            f"(or `noderun explain {plan.run_dir}`)",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"noderun: job completed in {result.duration:.1f} s; run dir {plan.run_dir} "
-            f"(check it with `noderun verify {plan.run_dir}`)",
-            flush=True,
-        )
+def _report(plan: LaunchPlan, result: RunResult, outcome: Outcome) -> None:
+    failure = result.failure
+    if outcome.status == "failed" and failure is not None and failure.rank is None:
+        assert outcome.log is not None
+        for line in tail(outcome.log, 15):  # an agent failed: its own words
+            print(f"  {line}", file=sys.stderr)
+    done = outcome.status == "completed"
+    print(outcome.final_line(plan.run_dir), file=sys.stdout if done else sys.stderr, flush=True)

@@ -17,9 +17,9 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.slurm import hostnames, write_sacct_summary
-from noderun.backends.slurm_step import StepFailure, StepResult, StepSupervisor
+from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
-from noderun.exit_codes import EXIT_STALLED
+from noderun.outcome import Outcome
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
@@ -131,7 +131,7 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
     return record
 
 
-def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy) -> StepResult:
+def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy) -> Outcome:
     """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
     port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
     plan = plan_local(
@@ -143,11 +143,7 @@ def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy)
         script_args=step.script_args,
         run_id=environ["SLURM_JOB_ID"],
     )
-    result = LocalSupervisor(plan, stall=stall).run()
-    failure = StepFailure(result.failure.describe()) if result.failure else None
-    if result.stalled:
-        failure = StepFailure(f"stopped after a stall (exit {EXIT_STALLED}): {result.stalled}")
-    return StepResult(result.exit_code, result.exit_code, result.duration, failure)
+    return LocalSupervisor(plan, stall=stall).run().outcome(step.run_dir)
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
@@ -171,12 +167,13 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         flush=True,
     )
     stall = stall_policy(args)
-    result = (
-        _single_node(step, env, stall)
-        if direct
-        else StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"]).run()
-    )
-    record.update(_outcome(result))
+    if direct:
+        outcome = _single_node(step, env, stall)
+    else:
+        result = StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"]).run()
+        record["srun_exit_code"] = result.srun_exit_code
+        outcome = result.outcome(step.run_dir)
+    record.update(outcome.record(rundir.now_iso()))
     record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
         "python": platform.python_version(),
         "torch": metadata.version("torch"),
@@ -184,41 +181,6 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     }
     rundir.write_json_atomic(run_json, record)
     write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
-    _report(step, result)
-    return result.exit_code
-
-
-def _outcome(result: StepResult) -> dict[str, object]:
-    status = "interrupted" if result.interrupted_by else "failed" if result.failure else "completed"
-    if result.exit_code == EXIT_STALLED:
-        status = "stalled"
-    outcome: dict[str, object] = {
-        "status": status,
-        "end_time": rundir.now_iso(),
-        "duration_sec": round(result.duration, 3),
-        "exit_code": result.exit_code,
-        "srun_exit_code": result.srun_exit_code,
-    }
-    if result.failure:
-        outcome["failure"] = {"reason": result.failure.summary, "rank": result.failure.rank}
-    if result.interrupted_by:
-        outcome["interrupted_by"] = result.interrupted_by
-    return outcome
-
-
-def _report(step: StepPlan, result: StepResult) -> None:
-    logs = step.run_dir / "logs"
-    if result.interrupted_by:
-        print(f"noderun: interrupted by {result.interrupted_by}; step stopped", file=sys.stderr)
-    elif result.failure:
-        where = logs / result.failure.log if result.failure.log else logs
-        print(
-            f"noderun: job failed: {result.failure.summary}; all ranks stopped; see {where}",
-            file=sys.stderr,
-            flush=True,
-        )
-    else:
-        print(
-            f"noderun: job completed in {result.duration:.1f} s; run dir {step.run_dir}",
-            flush=True,
-        )
+    done = outcome.status == "completed"
+    print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
+    return outcome.exit_code

@@ -1,0 +1,95 @@
+"""One outcome for every backend: the job's status, its exit code, run.json's fields and the
+console's last line, decided in one place so a local run, a run inside an allocation and a
+submitted job tell the same truth (a rank's bad input is exit 2, a preemption 75, everywhere).
+No torch, no I/O."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from noderun.exit_codes import EXIT_PREEMPTED, EXIT_STALLED, EXIT_USAGE, PASSED_THROUGH
+
+# status -> the end of the console's last line (run_dir is filled in)
+_ENDINGS = {
+    "completed": "job completed in {duration:.1f} s; run dir {run_dir} "
+    "(check it with `noderun verify {run_dir}`)",
+    "bad-input": f"the script refused its input (exit {EXIT_USAGE}, see the error above); "
+    "all ranks stopped; run dir {run_dir}",
+    "preempted": f"job preempted: a checkpoint was saved and every rank exited {EXIT_PREEMPTED}; "
+    "continue it with the same command, a new --run-dir and the script's --resume {run_dir}",
+    "stalled": f"job stalled and was stopped (exit {EXIT_STALLED}): {{failure}}; all ranks "
+    "stopped; see `noderun explain {run_dir}`",
+    "failed": "job failed: {failure}; all ranks stopped; see {log} "
+    "(or `noderun explain {run_dir}`)",
+    "interrupted": "interrupted by {interrupted_by}; all ranks stopped (run dir {run_dir})",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How a job ended, whichever backend ran it."""
+
+    duration: float
+    failure: str | None = None  # one line naming the first failing rank/node, host, and why
+    failure_exit: int | None = None  # that rank's own exit code, when known
+    failure_rank: int | None = None
+    log: Path | None = None  # where to read more about the failure
+    interrupted_by: str | None = None  # SIGINT/SIGTERM to noderun itself
+    interrupt_code: int | None = None  # 128 + that signal
+    stalled: str | None = None  # the stall report, when --on-stall=kill stopped the job
+
+    @property
+    def status(self) -> str:
+        if self.interrupted_by:
+            return "interrupted"
+        if self.stalled:
+            return "stalled"
+        if self.failure is None:
+            return "completed"
+        return {EXIT_PREEMPTED: "preempted", EXIT_USAGE: "bad-input"}.get(
+            self.failure_exit or 1, "failed"
+        )
+
+    @property
+    def exit_code(self) -> int:
+        """0, the signal's 128+N, 76 for a stall, a rank's 2 or 75 passed through, else 1."""
+        if self.interrupted_by:
+            return self.interrupt_code or 130
+        if self.stalled:
+            return EXIT_STALLED
+        if self.failure is None:
+            return 0
+        return self.failure_exit if self.failure_exit in PASSED_THROUGH else 1  # type: ignore[return-value]
+
+    def record(self, end_time: str) -> dict[str, object]:
+        """run.json's outcome fields. ``status`` says "failed" for a refused input, as it always
+        has (verify reads it); ``exit_code`` 2 tells it apart."""
+        status = "failed" if self.status == "bad-input" else self.status
+        fields: dict[str, object] = {
+            "status": status,
+            "end_time": end_time,
+            "duration_sec": round(self.duration, 3),
+            "exit_code": self.exit_code,
+        }
+        if self.failure:
+            fields["failure"] = {
+                "rank": self.failure_rank,
+                "exit_code": self.failure_exit,
+                "reason": self.failure,
+            }
+        if self.interrupted_by:
+            fields["interrupted_by"] = self.interrupted_by
+        if self.stalled:
+            fields["stall"] = self.stalled
+        return fields
+
+    def final_line(self, run_dir: Path) -> str:
+        """The console's last line (stderr unless completed)."""
+        return "noderun: " + _ENDINGS[self.status].format(
+            duration=self.duration,
+            run_dir=run_dir,
+            failure=self.stalled or self.failure,
+            log=self.log or run_dir / "logs",
+            interrupted_by=self.interrupted_by,
+        )
