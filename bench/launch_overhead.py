@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from noderun.topology import free_port
+from noderun.backends.ports import free_port
 
 WORKLOAD = str(Path(__file__).with_name("allreduce_once.py"))
 TARGET = 1.10

@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from noderun.backends.ports import free_port
 from noderun.explain import explain
 from noderun.node_gate import NodeGate
 from noderun.plan import plan_local
 from noderun.plan.sbatch import SubmitRequest
 from noderun.plan.slurm import LaunchMode, StepPlan
-from noderun.topology import free_port
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
 
 RANKS_PER_NODE = 8

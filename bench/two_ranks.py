@@ -9,7 +9,7 @@ from typing import Any
 
 import torch.multiprocessing as mp
 
-from noderun.topology import free_port
+from noderun.backends.ports import free_port
 
 
 def _start(

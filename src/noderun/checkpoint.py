@@ -9,11 +9,11 @@ from noderun.runtime.checkpoint import (
     checkpoints,
     is_complete,
     latest,
-    load,
     read_meta,
     resolve,
     save,
 )
+from noderun.runtime.loading import load
 from noderun.runtime.training_state import Checkpointer, Position
 
 __all__ = [

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from noderun import checkpoint as public
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
 from tests.conftest import ROOT, noderun, run_args
@@ -45,7 +46,7 @@ def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
 
     latest = checkpoint.latest(run_dir / "checkpoints")
     assert latest is not None
-    state = checkpoint.load(latest)
+    state = public.load(latest)
     assert "model" in state and any(k.endswith("weight") for k in state["model"])
     assert len(checkpoint.checkpoints(run_dir / "checkpoints")) <= 3  # keep the latest k
 

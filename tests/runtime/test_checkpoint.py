@@ -43,10 +43,10 @@ def test_partial_checkpoints_are_never_latest_and_keep_k(tmp_path: Path) -> None
     (tmp_path / ".epoch-0007.tmp").mkdir()  # a crash while writing
     assert checkpoint.latest(tmp_path) == tmp_path / "epoch-0005"
     with pytest.raises(UsageError, match=r"epoch-0006 is incomplete \(no \.complete marker"):
-        checkpoint.load(crashed)
+        public.load(crashed)
     # writing the same tag again replaces the partial one
     checkpoint.save({"model": {"e": torch.tensor(6)}}, tmp_path, "epoch-0006", keep=2)
-    assert checkpoint.load(checkpoint.latest(tmp_path))["model"]["e"] == 6  # type: ignore[arg-type]
+    assert public.load(checkpoint.latest(tmp_path))["model"]["e"] == 6  # type: ignore[arg-type]
 
 
 def test_load_refuses_pickled_code(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_load_refuses_pickled_code(tmp_path: Path) -> None:
     final = checkpoint.save({"model": {}}, tmp_path, "epoch-0001")
     torch.save({"model": {}, "evil": Position(1, 2, 3)}, final / "state.pt")  # a dataclass
     with pytest.raises(UsageError, match=r"state\.pt is corrupt or not a torch checkpoint"):
-        checkpoint.load(final)
+        public.load(final)
 
 
 def test_resolve(tmp_path: Path) -> None:
@@ -190,3 +190,16 @@ def test_save_async_returns_before_the_commit_and_wait_completes_it(
     failing = checkpoint.save_async({"model": {}}, tmp_path, "epoch-0002")
     with pytest.raises(OSError, match="full"):
         failing.wait()  # a failed background commit surfaces in the training thread
+
+
+@pytest.mark.parametrize("kind", [str, Path])
+def test_public_functions_take_str_and_pathlike(tmp_path: Path, kind: type) -> None:
+    directory = kind(tmp_path / "checkpoints")
+    saved = public.save({"model": {"w": torch.ones(2)}}, directory, "epoch-0001")
+    assert public.latest(directory) == saved
+    assert public.checkpoints(directory) == [saved]
+    assert public.is_complete(kind(saved))
+    assert public.read_meta(kind(saved))["format"] == "full"
+    assert torch.equal(public.load(kind(saved))["model"]["w"], torch.ones(2))
+    assert public.resolve("auto", kind(tmp_path)) == saved
+    assert public.resolve(kind(saved), kind(tmp_path)) == saved

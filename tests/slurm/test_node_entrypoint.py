@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from noderun import node
+from noderun.backends.ports import free_port
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import GateError, NodeGate
 from noderun.plan.slurm import LaunchMode
-from noderun.topology import free_port, port_for_job
+from noderun.topology import port_for_job
 
 STEP = {
     "SLURM_JOB_ID": "4242",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from noderun.backends import slurm
+from noderun.backends.ports import free_port
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
@@ -26,7 +27,7 @@ from noderun.doctor.probe import read_marked
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode
-from noderun.topology import free_port, port_for_job
+from noderun.topology import port_for_job
 
 PROBE_WAIT = 20.0
 STEP_TIMEOUT = 180.0

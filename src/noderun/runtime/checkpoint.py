@@ -63,12 +63,16 @@ def torch_save_durably(obj: Any, path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def is_complete(path: Path) -> bool:
-    return (path / COMPLETE).is_file()
+PathLike = str | os.PathLike[str]  # every public function takes either
 
 
-def checkpoints(directory: Path) -> list[Path]:
+def is_complete(path: PathLike) -> bool:
+    return (Path(path) / COMPLETE).is_file()
+
+
+def checkpoints(directory: PathLike) -> list[Path]:
     """Complete checkpoints under ``directory``, oldest first (tags sort by name)."""
+    directory = Path(directory)
     if not directory.is_dir():
         return []
     return sorted(
@@ -78,7 +82,7 @@ def checkpoints(directory: Path) -> list[Path]:
     )
 
 
-def latest(directory: Path) -> Path | None:
+def latest(directory: PathLike) -> Path | None:
     """The newest complete checkpoint, or None; partial ones are never returned."""
     found = checkpoints(directory)
     return found[-1] if found else None
@@ -134,13 +138,13 @@ def _debug_pause(tag: str) -> None:
 
 def save(
     state: Mapping[str, Any],
-    directory: Path,
+    directory: PathLike,
     tag: str,
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
-    return save_async(state, directory, tag, keep, meta).wait()
+    return save_async(state, Path(directory), tag, keep, meta).wait()
 
 
 class PendingCommit:
@@ -195,8 +199,9 @@ def save_async(
     return PendingCommit(durable_commit)
 
 
-def read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: PathLike) -> dict[str, Any]:
     """``meta.json`` of a checkpoint; one-line UsageError when missing, partial or unreadable."""
+    path = Path(path)
     check_loadable(path)
     try:
         meta = json.loads((path / META_FILE).read_text())
@@ -263,21 +268,7 @@ def read_full(
     return state
 
 
-def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The saved state of a complete checkpoint; ``model`` is always the full state dict.
-
-    Sharded checkpoints are gathered into full tensors (no process group needed).
-    """
-    path = Path(path)
-    meta = read_meta(path)
-    if meta["format"] == "full":
-        return read_full(path, map_location)
-    from noderun.runtime.sharded import load_full
-
-    return load_full(path, map_location)
-
-
-def resolve(spec: str | os.PathLike[str] | None, run_dir: Path) -> Path | None:
+def resolve(spec: PathLike | None, run_dir: PathLike) -> Path | None:
     """``--resume`` to a checkpoint directory: None (fresh start), ``auto``, or a path.
 
     ``auto`` is the newest complete checkpoint of ``run_dir`` (None when there is none yet: the
@@ -286,7 +277,7 @@ def resolve(spec: str | os.PathLike[str] | None, run_dir: Path) -> Path | None:
     if spec is None or str(spec) == "":
         return None
     if str(spec) == "auto":
-        return latest(run_dir / CHECKPOINTS_DIR)
+        return latest(Path(run_dir) / CHECKPOINTS_DIR)
     path = Path(spec)
     if path.is_dir() and not (path / META_FILE).exists() and (path / CHECKPOINTS_DIR).is_dir():
         found = latest(path / CHECKPOINTS_DIR)

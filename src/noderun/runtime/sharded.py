@@ -21,6 +21,7 @@ from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 from noderun.errors import UsageError
 from noderun.runtime import checkpoint
 from noderun.runtime.context import Context
+from noderun.runtime.model_state import check_shapes, per_rank_state
 
 
 def _split(tree: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -79,8 +80,6 @@ def save(
         return None
 
     def durable_commit() -> Path:
-        from noderun.runtime.training_state import per_rank_state
-
         trainer.update(per_rank_state(collect()))
         checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
         return checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
@@ -121,8 +120,6 @@ def load_into(
 ) -> dict[str, Any]:
     """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``.
     ``trainer.pt`` is read in a thread while DCP reads the shards."""
-    from noderun.runtime.training_state import check_shapes
-
     reader = _OnceReader(path / checkpoint.SHARDS_DIR)
     check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path, reader), model)
     with ThreadPoolExecutor(max_workers=1) as pool:

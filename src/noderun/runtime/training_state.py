@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import torch
 
 from noderun.errors import UsageError
-from noderun.runtime import checkpoint, heartbeat, rng
+from noderun.runtime import checkpoint, heartbeat, rng, sharded
 from noderun.runtime.context import Context
+from noderun.runtime.model_state import check_shapes, is_sharded, per_rank_state, unwrap
 from noderun.runtime.rank_states import RankStateGather
 
 T = TypeVar("T")
@@ -51,44 +52,6 @@ class Position:
         return f"{base}-step-{self.step:06d}" if self.step else base
 
 
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    """The user's module inside DDP (``.module``); FSDP2 modules are their own."""
-    inner = getattr(model, "module", model)
-    return inner if isinstance(inner, torch.nn.Module) else model
-
-
-def is_sharded(model: torch.nn.Module) -> bool:
-    """True when any parameter is a DTensor (FSDP2 ``fully_shard``, tensor parallel)."""
-    from torch.distributed.tensor import DTensor
-
-    return any(isinstance(p, DTensor) for p in model.parameters())
-
-
-def check_shapes(source: Path, saved: Mapping[str, Any], model: torch.nn.Module) -> None:
-    """Refuse a checkpoint of another model: name the file and the first mismatch."""
-    expected = {k: tuple(v.shape) for k, v in unwrap(model).state_dict().items()}
-    found = {k: tuple(v) for k, v in saved.items()}
-    missing = sorted(set(expected) - set(found))
-    unexpected = sorted(set(found) - set(expected))
-    hint = "resume with the model configuration that wrote it, or start without --resume"
-    if missing or unexpected:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}")
-        if unexpected:
-            parts.append(
-                f"unexpected {', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}"
-            )
-        raise UsageError(f"checkpoint {source} does not fit this model ({'; '.join(parts)})", hint)
-    for key, shape in expected.items():
-        if found[key] != shape:
-            raise UsageError(
-                f"checkpoint {source} does not fit this model: {key} is "
-                f"{list(found[key])} in the checkpoint but {list(shape)} in the model",
-                hint,
-            )
-
-
 def _owned(tree: Any) -> Any:
     """``tree`` with every tensor cloned (out of a memory-mapped file into this process)."""
     if isinstance(tree, torch.Tensor):
@@ -98,11 +61,6 @@ def _owned(tree: Any) -> Any:
     if isinstance(tree, list | tuple):
         return type(tree)(_owned(v) for v in tree)
     return tree
-
-
-def per_rank_state(gathered: list[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
-    """``[(rng, extra), ...]`` in rank order -> ``{"rng": [...], "extra": [...]}``."""
-    return {"rng": [state for state, _ in gathered], "extra": [own for _, own in gathered]}
 
 
 class Checkpointer:
@@ -159,8 +117,6 @@ class Checkpointer:
         }
         final = self.directory / position.tag
         if self.sharded:
-            from noderun.runtime import sharded
-
             self._pending = sharded.save(
                 self.ctx,
                 self.model,
@@ -261,8 +217,6 @@ class Checkpointer:
                 "resume with the same parallelism (DDP vs FSDP) that wrote it",
             )
         if self.sharded:
-            from noderun.runtime import sharded
-
             trainer = sharded.load_into(path, self.model, self.optimizer)
         else:
             trainer = checkpoint.read_full(path, mmap=True)  # copied into the model at once

@@ -8,17 +8,15 @@ from noderun.topology.model import (
     in_slurm_allocation,
     in_slurm_step,
 )
-from noderun.topology.ports import free_port, port_for_job, require_free_port
+from noderun.topology.ports import port_for_job
 
 __all__ = [
     "Launcher",
     "Topology",
     "detect_launcher",
     "expand_hostlist",
-    "free_port",
     "in_slurm_allocation",
     "in_slurm_step",
     "port_for_job",
-    "require_free_port",
     "tasks_per_node",
 ]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
+from noderun.backends.ports import free_port, require_free_port
 from noderun.errors import UsageError
 from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan, plan_local
-from noderun.topology import free_port, require_free_port
 from noderun.verbs import run_slurm
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,

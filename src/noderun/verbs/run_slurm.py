@@ -16,6 +16,7 @@ from pathlib import Path
 
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor
+from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
@@ -23,7 +24,7 @@ from noderun.outcome import Outcome
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
-from noderun.topology import in_slurm_allocation, port_for_job, require_free_port, tasks_per_node
+from noderun.topology import in_slurm_allocation, port_for_job, tasks_per_node
 from noderun.verbs.options import existing_script, stall_policy, value
 
 # options that matter inside a SLURM allocation; `noderun run` lists them in its table

@@ -13,6 +13,7 @@ import torch
 from noderun import rundir
 from noderun.errors import NoderunError
 from noderun.runtime import checkpoint
+from noderun.runtime.loading import load
 from noderun.verify.evidence import RunEvidence, load_json, number
 from noderun.verify.model import Check, Expectations, failed, passed, skipped, warned
 
@@ -69,7 +70,7 @@ def check_checkpoint(ev: RunEvidence, _: Expectations) -> Check:
             return failed("checkpoint", f"no complete checkpoint in checkpoints/: {why}")
         return _script_checkpoint(ev)
     try:
-        state = checkpoint.load(final)
+        state = load(final)
     except Exception as err:  # a broken file can raise anything from torch.load
         why = err.problem if isinstance(err, NoderunError) else f"{type(err).__name__}: {err}"
         return failed("checkpoint", f"{final.name} does not load: {why.splitlines()[0]}")
