@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import secrets
 import time
 from pathlib import Path
 from typing import Any
+
+from noderun import atomic
 
 RUN_JSON = "run.json"
 RUNTIME_JSON = "runtime.json"
@@ -29,14 +30,7 @@ def now_iso() -> str:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write JSON to a temporary name, fsync, rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=2, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+    atomic.write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def read_json(path: Path) -> dict[str, Any]:

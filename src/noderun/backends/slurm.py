@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from noderun import atomic
 from noderun.backends.slurm_text import (
     FINAL,
     JOB_FIELDS,
@@ -279,9 +280,7 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
 
 def write_sacct_summary(run_dir: Path, job_id: str, job_final: bool) -> Path:
     path = run_dir / SACCT_SUMMARY
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(sacct_summary(job_id, job_final))
-    tmp.replace(path)
+    atomic.write_text(path, sacct_summary(job_id, job_final), durable=False)
     return path
 
 

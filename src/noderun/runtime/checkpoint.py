@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from noderun.atomic import fsync_path
 from noderun.errors import UsageError
 
 STATE_FILE = "state.pt"
@@ -37,15 +38,6 @@ COMPLETE = ".complete"
 CHECKPOINTS_DIR = "checkpoints"
 # Test seam for crash safety: sleep before the marker, e.g. "epoch-0002:30" or "30" (any tag)
 PAUSE_ENV = "NODERUN_DEBUG_CHECKPOINT_PAUSE"
-
-
-def fsync_path(path: Path) -> None:
-    """fsync a file or a directory (directories make renames durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_bytes_durably(path: Path, data: bytes) -> None:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from noderun import failures
+from noderun import atomic, failures
 from noderun.errors import NoderunError
 from noderun.runtime import heartbeat
 from noderun.runtime.rendezvous import fail_fast_store
@@ -310,9 +310,7 @@ def _write_runtime_json(ctx: Context, hosts: list[str], init_seconds: float) -> 
         "init_seconds": round(init_seconds, 3),
         "process_group_initialized": ctx.distributed,
     }
-    tmp = ctx.run_dir / "runtime.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(ctx.run_dir / "runtime.json")
+    atomic.write_text(ctx.run_dir / "runtime.json", json.dumps(record, indent=2) + "\n")
 
 
 def shard_units(model: torch.nn.Module) -> Iterator[torch.nn.Module]:

@@ -7,6 +7,7 @@ Optional TensorBoard event files (``tensorboard=True``, needs ``noderun[tensorbo
 from __future__ import annotations
 
 import csv
+import io
 import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
+from noderun import atomic
 from noderun.errors import UsageError
 from noderun.runtime import heartbeat
 
@@ -131,10 +133,9 @@ def _truncate_after(path: Path, epoch: int) -> None:
     if not rows:
         return
     kept = [rows[0]] + [r for r in rows[1:] if r and r[0] and float(r[0]) <= epoch]
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", newline="") as handle:
-        csv.writer(handle).writerows(kept)
-    tmp.replace(path)
+    buffer = io.StringIO(newline="")
+    csv.writer(buffer).writerows(kept)
+    atomic.write_text(path, buffer.getvalue())
 
 
 class EpochTimer:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from noderun import atomic
 from noderun.verbs.options import OptionTable, add_verb, positive_int, switch, value
 
 if TYPE_CHECKING:
@@ -58,9 +59,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.submit:
         result.duration_sec = round(time.monotonic() - started, 2)
     if args.result_file:
-        tmp = args.result_file.with_name(args.result_file.name + ".tmp")
-        tmp.write_text(json.dumps(result.to_dict(), indent=2))
-        tmp.replace(args.result_file)
+        atomic.write_text(args.result_file, json.dumps(result.to_dict(), indent=2), durable=False)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
