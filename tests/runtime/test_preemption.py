@@ -20,6 +20,7 @@ from tests.runtime.test_resume import rank_process
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
 TWO_NODES = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
 ARGS = ["--epochs", "3", "--batch-size", "64"]
+EPOCH_2_STEP_6 = 420  # 414 steps per epoch on 2 ranks: this step() call is in epoch 2
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
@@ -50,12 +51,17 @@ def test_requeue_wanted() -> None:
 def test_sigusr1_to_one_rank_stops_all_at_the_same_step(tmp_path: Path) -> None:
     """The real signal goes to rank 1 only; rank 0 learns it through the all-reduce."""
     run_dir = tmp_path / "run"
-    proc = start_noderun([*TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS])
+    proc = start_noderun(
+        [*TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS],
+        NODERUN_DEBUG_WAIT_FOR_SIGNAL=f"1:{EPOCH_2_STEP_6}",  # rank 1 waits there for the signal
+    )
     try:
         rank1 = rank_process(run_dir, 1)
-        deadline = time.monotonic() + 120
-        while checkpoint.latest(run_dir / "checkpoints") is None and time.monotonic() < deadline:
-            time.sleep(0.1)  # the first epoch is done: the signal lands in the middle of epoch 2
+        waiting = run_dir / "logs" / "rank1.waiting-for-signal"
+        deadline = time.monotonic() + 180
+        while not waiting.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert waiting.exists(), "rank 1 never reached epoch 2"
         sent = time.monotonic()
         os.kill(rank1.pid, signal.SIGUSR1)
         output, _ = proc.communicate(timeout=120)

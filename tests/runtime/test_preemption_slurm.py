@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from noderun import checkpoint
 from noderun.backends.slurm import JobState, wait_for_job
 from tests.conftest import ROOT, noderun
 from tests.runtime.test_resume import assert_identical, final_state
@@ -24,6 +23,8 @@ ARGS = ["--epochs", "3", "--batch-size", "64"]  # 414 steps per epoch on 2 ranks
 LOCAL = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
 SUBMIT = ["submit", "--nodes", "2", "--nproc-per-node", "1", "--mode", "srun", "--requeue"]
 SUBMIT += ["--signal", "USR1@90", "--time", "10"]
+WAIT = "NODERUN_DEBUG_WAIT_FOR_SIGNAL"
+EPOCH_2_STEP_6 = 420  # 414 steps per epoch on 2 ranks: this step() call is in epoch 2
 
 
 def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: Path) -> None:
@@ -37,16 +38,18 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
 
     run_dir = tmp_path / "slurm"
     submitted = noderun(
-        [*SUBMIT, "--run-dir", str(run_dir), SCRIPT, "--resume", "auto", *ARGS],
+        [*SUBMIT, "--run-dir", str(run_dir), "--env", f"{WAIT}=all:{EPOCH_2_STEP_6}",
+         SCRIPT, "--resume", "auto", *ARGS],
         cwd=ROOT,
-    )
+    )  # fmt: skip
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     job = job_id_of(submitted.stdout)
     try:
-        deadline = time.monotonic() + 180
-        while checkpoint.latest(run_dir / "checkpoints") is None and time.monotonic() < deadline:
-            time.sleep(0.2)  # epoch 1 is done: the signal lands inside epoch 2
-        assert checkpoint.latest(run_dir / "checkpoints") is not None, "epoch 1 never finished"
+        waiting = [run_dir / "logs" / f"rank{r}.waiting-for-signal" for r in (0, 1)]
+        deadline = time.monotonic() + 240
+        while not all(w.exists() for w in waiting) and time.monotonic() < deadline:
+            time.sleep(0.1)  # both ranks wait at epoch 2, step 6 for the signal
+        assert all(w.exists() for w in waiting), "the ranks never reached epoch 2"
         signalled = subprocess.run(
             ["scancel", "--signal=USR1", job], capture_output=True, text=True, check=False
         )

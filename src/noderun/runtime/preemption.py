@@ -32,6 +32,10 @@ SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 REQUEUE_WAIT = 120.0
 # Test seam: "RANK:CALL" raises the flag on RANK at its CALL-th should_stop() (1-based)
 DEBUG_ENV = "NODERUN_DEBUG_PREEMPT_AT"
+# tests: "RANK|all:CALL" makes that rank wait at its CALLth should_stop() until a real signal
+# arrives (writing logs/rank<R>.waiting-for-signal first, once per run directory), so a test
+# signals at a known step instead of hoping the machine is slow enough
+PAUSE_ENV = "NODERUN_DEBUG_WAIT_FOR_SIGNAL"
 REQUEUE_ENV = "NODERUN_REQUEUE"
 # ranks exchange the flag about once per CHECK_SEC (0: every step); NODERUN_PREEMPT_CHECK_SEC
 CHECK_SEC = 1.0
@@ -84,6 +88,8 @@ class Preemption:
         self._last_exchange_time = time.monotonic()
         rank, _, call = self.environ.get(DEBUG_ENV, "").partition(":")
         self._debug_call = int(call) if rank and int(rank) == ctx.rank else None
+        rank, _, call = self.environ.get(PAUSE_ENV, "").partition(":")
+        self._pause_call = int(call) if rank in ("all", str(ctx.rank)) else None
 
     def __enter__(self) -> Preemption:
         for signum in self.signals:
@@ -106,6 +112,17 @@ class Preemption:
             self.received = signal.Signals(signum).name
             self.received_at = time.monotonic()
 
+    def _wait_for_signal(self, limit: float = 300.0) -> None:
+        """Test hook (PAUSE_ENV): announce the pause, then wait for the handler to run."""
+        marker = self.ctx.run_dir / "logs" / f"rank{self.ctx.rank}.waiting-for-signal"
+        if marker.exists():  # once per run directory: a resumed run does not wait again
+            return
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{self._calls}\n")
+        deadline = time.monotonic() + limit
+        while not self.requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     @property
     def requested(self) -> bool:
         """This rank received a signal (the others may not know yet)."""
@@ -121,6 +138,8 @@ class Preemption:
         self._calls += 1
         if self._debug_call is not None and self._calls >= self._debug_call and not self.requested:
             self._on_signal(signal.SIGUSR1, None)
+        if self._calls == self._pause_call:
+            self._wait_for_signal()
         if self._group is None:
             return self.requested
         if self._calls < self._next_exchange:
