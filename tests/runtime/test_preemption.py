@@ -54,6 +54,7 @@ def test_sigusr1_to_one_rank_stops_all_at_the_same_step(tmp_path: Path) -> None:
     proc = start_noderun(
         [*TWO_NODES, "--run-dir", str(run_dir), SCRIPT, *ARGS],
         NODERUN_DEBUG_WAIT_FOR_SIGNAL=f"1:{EPOCH_2_STEP_6}",  # rank 1 waits there for the signal
+        NODERUN_PREEMPT_CHECK_SEC="0.01",  # agree within a few steps, still inside epoch 2
     )
     try:
         rank1 = rank_process(run_dir, 1)

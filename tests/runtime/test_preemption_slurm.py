@@ -39,6 +39,7 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
     run_dir = tmp_path / "slurm"
     submitted = noderun(
         [*SUBMIT, "--run-dir", str(run_dir), "--env", f"{WAIT}=all:{EPOCH_2_STEP_6}",
+         "--env", "NODERUN_PREEMPT_CHECK_SEC=0.01",
          SCRIPT, "--resume", "auto", *ARGS],
         cwd=ROOT,
     )  # fmt: skip
