@@ -17,7 +17,8 @@ _ENDINGS = {
     "bad-input": f"the script refused its input (exit {EXIT_USAGE}, see the error above); "
     "all ranks stopped; run dir {run_dir}",
     "preempted": f"job preempted: a checkpoint was saved and every rank exited {EXIT_PREEMPTED}; "
-    "continue it with the same command, a new --run-dir and the script's --resume {run_dir}",
+    "continue it in place: run the same command again (same --run-dir {run_dir}) with the "
+    "script's --resume auto",
     "stalled": f"job stalled and was stopped (exit {EXIT_STALLED}): {{failure}}; all ranks "
     "stopped; see `noderun explain {run_dir}`",
     "failed": "job failed: {failure}; all ranks stopped; see {log} "

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import os
 import secrets
+import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from noderun import atomic
+from noderun.errors import UsageError
 
 RUN_JSON = "run.json"
 RUNTIME_JSON = "runtime.json"
@@ -39,3 +44,81 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object")
     return data
+
+
+RESUMABLE = ("preempted", "failed", "interrupted", "stalled", "running")
+LOCK = ".noderun.lock"
+
+
+def reuse_or_refuse(
+    run_dir: Path, job_alive: Callable[[str], bool] | None = None
+) -> dict[str, Any] | None:
+    """The record of a stopped run to continue in place, None for a new run dir, or a
+    UsageError: a completed run is never overwritten, a live one never joined (a local run
+    holds the lock; a SLURM run is alive while ``job_alive(job_id)`` says so)."""
+    record_path = run_dir / RUN_JSON
+    if not record_path.exists():
+        if run_dir.is_dir() and any(run_dir.iterdir()):
+            raise UsageError(f"run directory {run_dir} is not empty", "pass a new --run-dir")
+        return None
+    owner = lock_owner(run_dir)
+    if owner:
+        raise UsageError(
+            f"run directory {run_dir} is in use by a live noderun ({owner})",
+            "wait for it to end, stop it, or pass another --run-dir",
+        )
+    record = read_json(record_path)
+    job = str(record.get("job_id") or "")
+    if job and job_alive is not None and job_alive(job):
+        raise UsageError(
+            f"run directory {run_dir} belongs to SLURM job {job}, which has not ended",
+            f"wait for it (`noderun submit` --wait follows it), or `scancel {job}`",
+        )
+    status = str(record.get("status", ""))
+    if status == "completed":
+        raise UsageError(
+            f"run directory {run_dir} holds a completed run",
+            f"check it with `noderun verify {run_dir}`, or pass a new --run-dir",
+        )
+    if status not in RESUMABLE:
+        raise UsageError(
+            f"run directory {run_dir} holds a run noderun cannot continue (status {status!r})",
+            "pass a new --run-dir",
+        )
+    return record
+
+
+def next_attempt(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """``fresh`` (this attempt's record) carrying every earlier attempt in ``attempts``."""
+    attempts = list(previous.get("attempts") or [])
+    attempts.append({k: v for k, v in previous.items() if k != "attempts"})
+    return {**fresh, "attempts": attempts, "resumed_in_place": True}
+
+
+def lock_owner(run_dir: Path) -> str | None:
+    """Who holds the run dir's lock ("pid 12 on host"), or None (no lock, or a stale one)."""
+    try:
+        pid_text, _, host = (run_dir / LOCK).read_text().partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if host.strip() != socket.gethostname():
+        return f"pid {pid} on {host.strip()}"  # cannot check another host: assume alive
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # stale: that process is gone
+    except PermissionError:
+        pass
+    return f"pid {pid} on {host.strip()}"
+
+
+def take_lock(run_dir: Path) -> None:
+    """Mark the run dir as in use by this process (a stale lock is replaced)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / LOCK).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+
+
+def release_lock(run_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (run_dir / LOCK).unlink()

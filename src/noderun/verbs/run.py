@@ -13,7 +13,6 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
-from noderun.errors import UsageError
 from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan, plan_local
 from noderun.verbs import run_slurm
@@ -60,10 +59,7 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     """Check every input before anything starts; raise UsageError with the fix."""
     script = existing_script(args.script)
     run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
-    if (run_dir / rundir.RUN_JSON).exists():
-        raise UsageError(
-            f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
-        )
+    rundir.reuse_or_refuse(run_dir)  # a stopped run continues in place; others are refused
     port = require_free_port(args.master_port) if args.master_port else free_port()
     return plan_local(
         nnodes=args.nnodes or 1,
@@ -109,7 +105,26 @@ def main(args: argparse.Namespace) -> int:
         print(plan)
         return 0
     record = _run_record(plan, sys.argv)
+    previous = rundir.reuse_or_refuse(plan.run_dir)
+    if previous is not None:
+        record = rundir.next_attempt(previous, record)
+        attempt = len(previous.get("attempts") or []) + 2
+        print(
+            f"noderun: continuing the {previous.get('status')} run in {plan.run_dir} "
+            f"(attempt {attempt}); the script resumes if it is given --resume auto",
+            flush=True,
+        )
     run_json = plan.run_dir / rundir.RUN_JSON
+    rundir.take_lock(plan.run_dir)
+    try:
+        return _supervise(args, plan, record, run_json)
+    finally:
+        rundir.release_lock(plan.run_dir)
+
+
+def _supervise(
+    args: argparse.Namespace, plan: LaunchPlan, record: dict[str, object], run_json: Path
+) -> int:
     rundir.write_json_atomic(run_json, record)
     print(
         f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "

@@ -84,8 +84,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def build_request(args: argparse.Namespace) -> SubmitRequest:
     script = existing_script(args.script)
     run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UsageError(f"run directory {run_dir} is not empty", "pass a new --run-dir")
+    rundir.reuse_or_refuse(run_dir, job_alive)  # a stopped run continues in place
     return SubmitRequest(
         script=str(script.resolve()),
         run_dir=run_dir,
@@ -151,8 +150,18 @@ def write_job(plan: SbatchPlan) -> Path:
         "sbatch_script": str(script),
         "submit_time": rundir.now_iso(),
     }
-    rundir.write_json_atomic(run_dir / rundir.RUN_JSON, record)
+    run_json = run_dir / rundir.RUN_JSON
+    previous = rundir.read_json(run_json) if run_json.exists() else None
+    rundir.write_json_atomic(
+        run_json, rundir.next_attempt(previous, record) if previous else record
+    )
     return script
+
+
+def job_alive(job_id: str) -> bool:
+    """True while SLURM still runs (or queues) ``job_id``."""
+    state = slurm.job_state(job_id)
+    return state is not None and not state.final
 
 
 def main(args: argparse.Namespace) -> int:

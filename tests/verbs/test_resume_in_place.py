@@ -1,0 +1,89 @@
+"""A stopped run continues in place: the same command again, same --run-dir, --resume auto.
+A completed run, or a live one, is refused in one line; every attempt stays in run.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from noderun import rundir
+from noderun.errors import UsageError
+from tests.conftest import ROOT, noderun
+
+SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
+
+
+def _record(run_dir: Path, **fields: object) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(fields))
+
+
+@pytest.mark.parametrize("status", ["preempted", "failed", "interrupted", "stalled"])
+def test_a_stopped_run_is_continued(tmp_path: Path, status: str) -> None:
+    _record(tmp_path, status=status, exit_code=75)
+    previous = rundir.reuse_or_refuse(tmp_path)
+    assert previous is not None and previous["status"] == status
+    merged = rundir.next_attempt(previous, {"status": "running"})
+    assert merged["status"] == "running" and merged["attempts"] == [previous]
+    again = rundir.next_attempt(merged, {"status": "running"})
+    assert [a["status"] for a in again["attempts"]] == [status, "running"]
+
+
+def test_a_completed_run_is_refused(tmp_path: Path) -> None:
+    _record(tmp_path, status="completed")
+    with pytest.raises(UsageError, match=r"holds a completed run.*noderun verify"):
+        rundir.reuse_or_refuse(tmp_path)
+
+
+def test_a_live_run_is_refused_and_a_stale_lock_is_not(tmp_path: Path) -> None:
+    _record(tmp_path, status="running")
+    rundir.take_lock(tmp_path)  # this process: alive
+    with pytest.raises(UsageError, match=f"in use by a live noderun \\(pid {os.getpid()}"):
+        rundir.reuse_or_refuse(tmp_path)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    (tmp_path / rundir.LOCK).write_text(f"{gone} {os.uname().nodename}\n")
+    assert rundir.reuse_or_refuse(tmp_path) is not None  # its owner is gone
+
+
+def test_a_live_slurm_job_is_refused(tmp_path: Path) -> None:
+    _record(tmp_path, status="running", job_id="42")
+    with pytest.raises(UsageError, match="SLURM job 42, which has not ended"):
+        rundir.reuse_or_refuse(tmp_path, job_alive=lambda job: job == "42")
+
+
+def test_a_folder_with_other_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not empty"):
+        rundir.reuse_or_refuse(tmp_path)
+
+
+@pytest.mark.slow
+def test_preempted_then_the_same_command_again_completes_in_place(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
+               SCRIPT, "--epochs", "2", "--batch-size", "64", "--resume", "auto"]  # fmt: skip
+    first = noderun(  # a simulated SIGUSR1 on rank 0 at step 500 (epoch 2), agreed at once
+        command, timeout=300, NODERUN_DEBUG_PREEMPT_AT="0:500", NODERUN_PREEMPT_CHECK_SEC="0.01"
+    )
+    assert first.returncode == 75, first.stdout[-2000:] + first.stderr[-2000:]
+    assert "run the same command again (same --run-dir" in first.stderr
+    assert "--resume auto" in first.stderr
+    second = noderun(command, timeout=300)  # the hint, followed
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "continuing the preempted run" in second.stdout
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "completed"
+    assert [a["status"] for a in record["attempts"]] == ["preempted"]
+    assert "resumed from" in (run_dir / "logs" / "rank0.log").read_text()
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # no epoch twice
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0, verified.stdout
+    third = noderun(command, timeout=60)  # completed: refused, nothing touched
+    assert third.returncode == 2 and "holds a completed run" in third.stderr
