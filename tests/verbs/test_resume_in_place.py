@@ -87,3 +87,20 @@ def test_preempted_then_the_same_command_again_completes_in_place(tmp_path: Path
     assert verified.returncode == 0, verified.stdout
     third = noderun(command, timeout=60)  # completed: refused, nothing touched
     assert third.returncode == 2 and "holds a completed run" in third.stderr
+
+
+@pytest.mark.slow
+def test_resuming_a_finished_run_carries_its_final_checkpoint_over(tmp_path: Path) -> None:
+    args = ["run", "--nproc-per-node", "1"]
+    train = [SCRIPT, "--epochs", "1", "--batch-size", "256"]
+    done = noderun([*args, "--run-dir", str(tmp_path / "a"), *train], timeout=300)
+    assert done.returncode == 0, done.stderr
+    again = noderun(
+        [*args, "--run-dir", str(tmp_path / "b"), *train, "--resume", str(tmp_path / "a")],
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    final = sorted(p.name for p in (tmp_path / "a" / "checkpoints").iterdir())[-1]
+    assert (tmp_path / "b" / "checkpoints" / final / ".complete").is_file()
+    verified = noderun(["verify", "--skip", "epochs", str(tmp_path / "b")])
+    assert "checkpoint    PASS" in verified.stdout, verified.stdout

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -185,11 +187,30 @@ class Checkpointer:
         extras = trainer.get("extra") or [{}]
         self.extra = dict(extras[mine] if mine < len(extras) else extras[0])
         self.resumed_from = path
+        self._carry_over(path)
         self.ctx.print(
             f"noderun: resumed from {path} (epoch {position.epoch} done, "
             f"step {position.step} of the next, global step {position.global_step})"
         )
         return position
+
+    def _carry_over(self, path: Path) -> None:
+        """A checkpoint of another run becomes this run's first one (hard links where the
+        filesystem allows): a run resumed from a finished one has nothing left to train, and
+        must still end with a checkpoint that verify can load."""
+        target = self.directory / path.name
+        elsewhere = path.resolve().parent != self.directory.resolve()
+        if self.ctx.is_main and elsewhere and not target.exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = checkpoint.temporary_dir(self.directory, path.name)
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                shutil.copytree(path, tmp, copy_function=os.link)
+            except OSError:  # another filesystem: copy the bytes
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(path, tmp)
+            tmp.rename(target)
+        self.ctx.barrier()
 
     def steps(self, batches: Iterable[T], epoch: int) -> Iterator[tuple[int, T]]:
         """``(step, batch)`` of ``epoch``, steps counted from 1, resumed batches skipped."""
