@@ -35,6 +35,8 @@ def test_two_nodes_by_two_processes_train_and_log_into_the_run_dir(tmp_path: Pat
     assert len(rows) == 4
     assert float(rows[-1]["val_accuracy"]) > 0.85
     assert float(rows[-1]["val_loss"]) < float(rows[0]["val_loss"])
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0 and "verdict: HEALTHY" in verified.stdout, verified.stdout
 
 
 @pytest.mark.slow

@@ -30,6 +30,8 @@ def _trained(run_dir: Path, output: str, world: int) -> None:
         assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}" in output
     (metrics,) = run_dir.glob("lightning_logs/version_*/metrics.csv")
     assert "val_accuracy" in metrics.read_text().splitlines()[0]
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0 and "verdict: HEALTHY" in verified.stdout, verified.stdout
 
 
 def test_submit_srun_mode_and_run_inside_salloc(tmp_path: Path) -> None:
