@@ -65,7 +65,8 @@ def test_a_failing_point_is_reported_with_its_finding_and_the_sweep_goes_on(
     assert result.returncode == 1
     rows = read_csv(out / "scaling.csv")
     assert [r["status"] for r in rows] == ["ok", "failed"]
-    assert "refuses to run on more than one rank" in rows[1]["finding"]
+    assert rows[1]["finding"].startswith("rank-crashed: ")  # explain's root cause of the point
+    assert "refuses to run on more than one rank" in (out / "2x1.log").read_text()
     assert "scaling weak 1" in (out / "1x1" / "logs" / "rank0.log").read_text()
     assert "1 point(s) failed: 2x1" in result.stderr
 
