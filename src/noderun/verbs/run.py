@@ -135,9 +135,11 @@ def _supervise(
     outcome = result.outcome(plan.run_dir)
     record.update(outcome.record(rundir.now_iso()))
     record["node_exit_codes"] = {str(k): v for k, v in result.node_exit_codes.items()}
-    if result.failure:  # where it happened, as the local backend knows it
+    if result.failure and not result.stalled:  # where and why, as the local backend knows it
         record["failure"].update(  # type: ignore[attr-defined]
-            node_rank=result.failure.node_rank, local_rank=result.failure.local_rank
+            node_rank=result.failure.node_rank,
+            local_rank=result.failure.local_rank,
+            reason=result.failure.reason(),
         )
     rundir.write_json_atomic(run_json, record)
     _report(plan, result, outcome)
