@@ -33,7 +33,7 @@ lab:
 	$(LAB)/up.sh -n 3 -a
 
 test: dev lab lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-fast: dev
 	$(BIN)/pytest -q -m "not slurm and not slow"
