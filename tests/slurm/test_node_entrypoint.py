@@ -14,6 +14,7 @@ from noderun import node
 from noderun.backends.ports import free_port
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import GateError, NodeGate
+from noderun.plan.launch import RANK_ENTRY
 from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job
 
@@ -70,7 +71,8 @@ def test_srun_mode_sets_the_rank_contract() -> None:
         "LOCAL_WORLD_SIZE": "2",
     }
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["KEEP"]) == ("gpu-a001", "29999", "1")
-    assert node.exec_argv(spec, ["t.py", "x"], "/py") == ["/py", "t.py", "x"]
+    # every rank starts through the rank entry (the script as __main__, then os._exit)
+    assert node.exec_argv(spec, ["t.py", "x"], "/py") == ["/py", RANK_ENTRY, "t.py", "x"]
     assert spec.describe(3) == "rank 3 (gpu-a002)"
 
 

@@ -74,11 +74,15 @@ def test_environment_variable_with_bad_value(tmp_path: Path) -> None:
     _one_line_error(result, "NODERUN_NNODES='many'")
 
 
-def test_existing_run_dir_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "run.json").write_text("{}")
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [("{}", "holds a run noderun cannot continue"), ('{"status": "completed"}', "completed run")],
+)
+def test_existing_run_dir_is_refused(tmp_path: Path, record: str, words: str) -> None:
+    (tmp_path / "run.json").write_text(record)
     result = noderun(["run", "--run-dir", str(tmp_path), str(SCRIPTS / "gang.py")])
-    _one_line_error(result, "already holds a run")
-    assert (tmp_path / "run.json").read_text() == "{}"
+    _one_line_error(result, words)
+    assert (tmp_path / "run.json").read_text() == record
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
