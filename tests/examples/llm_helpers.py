@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_args
 
 EXAMPLE = ROOT / "examples" / "llm"
 FINETUNE = EXAMPLE / "finetune.py"
@@ -26,14 +26,7 @@ def finetune_args(
 ) -> list[str]:
     """``noderun run`` of the example on a tiny model: 64-token blocks, 1 x 2 micro-batches."""
     return [
-        "run",
-        "--nnodes",
-        str(nnodes),
-        "--nproc-per-node",
-        str(nproc),
-        "--run-dir",
-        str(run_dir),
-        str(FINETUNE),
+        *run_args(FINETUNE, run_dir, nnodes, nproc),
         "--model.name_or_path",
         str(model),
         "--data.dataset_path",
