@@ -103,3 +103,20 @@ def test_signal_to_noderun_stops_every_rank(
     assert not processes_running(str(gang_script))
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "interrupted"
+
+
+def test_a_rank_dying_after_its_peers_lost_it_is_named_not_the_peer(
+    tmp_path: Path, gang_script: Path
+) -> None:
+    """Rank 1 fails at once with a lost-peer error and its node exits first; rank 0 dies by
+    SIGKILL 1.5 s later. The cause is rank 0, not the first node seen to fail."""
+    result = noderun(
+        run_args(gang_script, tmp_path / "r", nproc=1),
+        GANG_MODE="latekill:0",
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 0 (node 0, local rank 0) failed: killed by SIGKILL" in last, result.stderr[-2000:]
+    record = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert record["failure"]["rank"] == 0
+    assert not processes_running(str(gang_script))

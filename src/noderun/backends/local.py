@@ -32,6 +32,8 @@ _EXCEPTION = re.compile(
     r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
 )
 PR_SET_CHILD_SUBREAPER = 36
+# how long other nodes may take to report once the first failure seen is only secondary
+SECONDARY_GRACE_SEC = 5.0
 
 
 @dataclasses.dataclass
@@ -184,6 +186,7 @@ class LocalSupervisor:
         procs: dict[int, subprocess.Popen[str]] = {}
         sinks: dict[int, _NodeOutput] = {}
         threads: list[threading.Thread] = []
+        failed_nodes: list[int] = []
         try:
             for node in self.plan.nodes:
                 proc = subprocess.Popen(
@@ -209,6 +212,7 @@ class LocalSupervisor:
             if self.stall:
                 self.stall.start(roots=[p.pid for p in procs.values()])
             failed_node = self._watch(procs)
+            failed_nodes = self._settle(procs, failed_node)
         finally:
             if self.stall:
                 self.stall.stop()
@@ -229,6 +233,7 @@ class LocalSupervisor:
         elif self.stall and self.stall.killed:
             result.exit_code, result.stalled = EXIT_STALLED, self.stall.report
         elif failed_node is not None:
+            failed_node = self._root_node(failed_nodes, sinks)
             root = sinks[failed_node].root
             failure = RankFailure(
                 node_rank=failed_node,
@@ -242,6 +247,39 @@ class LocalSupervisor:
             result.failure = failure
             result.exit_code = 1
         return result
+
+    def _settle(self, procs: dict[int, subprocess.Popen[str]], failed: int | None) -> list[int]:
+        """The nodes that failed on their own, in the order seen, starting with ``failed``.
+
+        A node whose ranks only lost their connection to a peer (a secondary error) is
+        seldom the cause: the peer's node may have died a moment earlier and its agent not
+        yet exited. Give the other nodes a short grace to report before tearing down.
+        """
+        if failed is None:
+            return []
+        seen = [failed]
+        records = failures.read_all(self.logs)
+        if failures.first_primary(records) is not None or not any(
+            r.node_rank == failed and r.secondary for r in records
+        ):
+            return seen
+        deadline = time.monotonic() + SECONDARY_GRACE_SEC
+        while time.monotonic() < deadline and self._stop_signal is None:
+            for node, proc in procs.items():
+                if node not in seen and proc.poll() not in (None, 0):
+                    seen.append(node)
+            if all(p.poll() is not None for p in procs.values()):
+                break
+            time.sleep(0.05)
+        return seen
+
+    def _root_node(self, failed: list[int], sinks: dict[int, _NodeOutput]) -> int:
+        """The first failed node whose root-cause rank did not just lose a peer."""
+        secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
+        for node in failed:
+            if sinks[node].root.get("rank") not in secondary:
+                return node
+        return failed[0]
 
     def _first_failure(self, observed: RankFailure) -> RankFailure:
         """Prefer the earliest primary error recorded by ranks over the first exit observed."""
