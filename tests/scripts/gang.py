@@ -1,7 +1,7 @@
 """Test workload: init, one all_reduce, then a behaviour chosen by GANG_MODE.
 
 GANG_MODE: ok (default) | raise:<rank> | sigkill:<rank> | hang (all ranks loop on collectives)
-| latekill:<rank> (the others fail at once with a lost-peer error, <rank> dies by SIGKILL 1.5 s later)
+| latekill:<rank> (the others fail at once with a lost-peer error, <rank> is SIGKILLed 1.5 s later)
 """
 
 import os
