@@ -26,7 +26,7 @@ def _site_runs(workspace: Path) -> dict[str, dict[str, object]]:
 
 
 def _sim_job(
-    tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2
+    tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2, **env: str
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     workspace = tmp_path / "ws"
     try:
@@ -44,7 +44,7 @@ def _sim_job(
             text=True,
             timeout=280,
             cwd=tmp_path,
-            env=clean_env(),
+            env={**clean_env(), **env},
         )
     finally:
         left = processes_running(str(workspace))
@@ -121,7 +121,9 @@ def test_flare_init_on_every_rank_is_one_line(tmp_path: Path) -> None:
 
 def test_site_dying_before_its_first_task_fails_the_simulation(tmp_path: Path) -> None:
     # FLARE's simulator returns 0 for this run; the site's run.json tells the truth
-    result, _ = _sim_job(tmp_path, "crash_at_start.py", 1, "plain_ddp_site.py")
+    result, _ = _sim_job(
+        tmp_path, "crash_at_start.py", 1, "plain_ddp_site.py", NODERUN_FLARE_GRACE_SEC="3"
+    )
     assert result.returncode == 1, result.stdout[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert (

@@ -36,8 +36,10 @@ from noderun.flare.sites import Site, capacity_problem, site_table
 INSTALL_HINT = (
     "pip install 'noderun[flare]' (nvflare>=2.9,<2.10; never nvflare[pt]: it replaces torch)"
 )
-# Seconds a simulation may go on after a site failed before the watchdog ends it.
+# Seconds a simulation may go on after a site failed before the watchdog ends it
+# (NODERUN_FLARE_GRACE_SEC overrides it).
 SIMULATION_GRACE = 30.0
+GRACE_ENV = "NODERUN_FLARE_GRACE_SEC"
 # Seconds FLARE waits for a site's ranks to leave after the last round before SIGTERM.
 DEFAULT_SHUTDOWN_TIMEOUT = 60.0
 
@@ -150,7 +152,7 @@ class FedAvgJob:
         self.check_here()
         env = SimEnv(clients=[s.name for s in self.sites], workspace_root=str(workspace))
         root = Path(workspace) / self.name
-        watchdog = _SiteWatchdog(root)
+        watchdog = _SiteWatchdog(root, grace=float(os.environ.get(GRACE_ENV, SIMULATION_GRACE)))
         watchdog.start()
         try:
             run = self.recipe.run(env)
