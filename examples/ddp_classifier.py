@@ -22,10 +22,6 @@ from torch.utils.data import TensorDataset
 
 import noderun
 from noderun.runtime.entry import run_main
-from noderun.runtime.metrics import EpochTimer, MetricsLogger
-from noderun.runtime.preemption import Preemption
-from noderun.runtime.progress import EpochProgress
-from noderun.runtime.training_state import Checkpointer, Position
 
 
 def digits(seed: int, val_fraction: float) -> tuple[TensorDataset, TensorDataset]:
@@ -88,62 +84,44 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(1)  # several ranks share the cores
-    with noderun.init() as ctx, Preemption(ctx) as preemption:
+    with noderun.init() as ctx:
         torch.manual_seed(args.seed)
         train_set, val_set = digits(args.seed, args.val_fraction)
         train = ctx.loader(train_set, args.batch_size, shuffle=True, seed=args.seed)
         val = ctx.loader(val_set, 256, shuffle=False)
         model = ctx.prepare(small_cnn())
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-        ckpt = Checkpointer(ctx, model, optimizer, keep=args.keep)
-        start = ckpt.resume(args.resume)  # before anything is written: bad input changes nothing
         loss_fn = nn.CrossEntropyLoss()
-        metrics = MetricsLogger(
-            ctx.run_dir / "metrics.csv",
-            ctx.is_main,
-            ["val_accuracy"],
+        loop = noderun.TrainingLoop(
+            ctx,
+            model,
+            optimizer,
+            resume=args.resume,  # before anything is written: bad input changes nothing
+            keep=args.keep,
+            metrics=["val_accuracy"],
             tensorboard=args.tensorboard,
-            resume_after_epoch=start.epoch,  # rows past the checkpoint get written again
         )
-        progress = EpochProgress(ctx.is_main)
         ctx.print(
             f"training on {ctx.world_size} ranks ({ctx.backend}, {ctx.device}): "
             f"{len(train_set)} train / {len(val_set)} val digits"
         )
-        global_step = start.global_step
         row: dict[str, float] = {}
-        for epoch in range(start.epoch + 1, args.epochs + 1):
-            ctx.set_epoch(train, epoch)
-            model.train()
-            timer = EpochTimer()
-            partial = ckpt.extra if epoch == start.epoch + 1 and start.step else {}
-            loss_sum, batches = float(partial.get("loss_sum", 0.0)), int(partial.get("batches", 0))
-            steps = progress.track(ckpt.steps(train, epoch), len(train), f"epoch {epoch}")
-            for step, (images, labels) in timer.iterate(steps):
-                images, labels = images.to(ctx.device), labels.to(ctx.device)
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model(images), labels)
-                loss.backward()
-                optimizer.step()
-                global_step += 1
-                loss_sum, batches = loss_sum + loss.item(), batches + 1
-                timer.count(len(labels))
-                if preemption.should_stop():
-                    here = Position(epoch - 1, step, global_step)
-                    extra = {"loss_sum": loss_sum, "batches": batches}
-                    preemption.exit(ckpt.save(here, extra, wait=True))
-            row = timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))
-            row.update(evaluate(ctx, model, val))
-            metrics.log(epoch=epoch, **row)
-            ckpt.save(Position(epoch, 0, global_step))
-            ctx.print(
-                f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
-                f"val_loss={row['val_loss']:.4f} val_accuracy={row['val_accuracy']:.4f} "
-                f"({row['epoch_time_sec']:.2f} s, "
-                f"{row['throughput_samples_per_sec']:.0f} samples/s)"
-            )
-        ckpt.wait()
-        metrics.close()
+        with loop:
+            for epoch in loop.epochs(args.epochs):
+                for images, labels in loop.steps(train):
+                    images, labels = images.to(ctx.device), labels.to(ctx.device)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(images), labels)
+                    loss.backward()
+                    optimizer.step()
+                    loop.log(len(labels), train_loss=loss.item())
+                row = loop.end_epoch(**evaluate(ctx, model, val))
+                ctx.print(
+                    f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
+                    f"val_loss={row['val_loss']:.4f} val_accuracy={row['val_accuracy']:.4f} "
+                    f"({row['epoch_time_sec']:.2f} s, "
+                    f"{row['throughput_samples_per_sec']:.0f} samples/s)"
+                )
         if row:
             ctx.print(f"final validation accuracy {row['val_accuracy']:.4f}")
 

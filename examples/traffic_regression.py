@@ -23,10 +23,6 @@ from torch.utils.data import TensorDataset
 import noderun
 from noderun.datasets import traffic
 from noderun.runtime.entry import run_main
-from noderun.runtime.metrics import EpochTimer, MetricsLogger
-from noderun.runtime.preemption import Preemption
-from noderun.runtime.progress import EpochProgress
-from noderun.runtime.training_state import Checkpointer, Position
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -94,7 +90,7 @@ def evaluate(
 
 def train(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)  # several ranks share the cores
-    with noderun.init() as ctx, Preemption(ctx) as preemption:
+    with noderun.init() as ctx:
         torch.manual_seed(args.seed)
         config = traffic.TrafficConfig(sensors=args.sensors, days=args.days, seed=args.seed)
         train_w, val_w = traffic.train_val(config, args.history, args.horizon)
@@ -106,60 +102,41 @@ def train(args: argparse.Namespace) -> None:
         scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
             optimizer, T_max=args.epochs * len(train_loader)
         )
-        ckpt = Checkpointer(ctx, model, optimizer, scheduler, keep=args.keep)
-        start = ckpt.resume(args.resume)  # before anything is written: bad input changes nothing
-        metrics = MetricsLogger(
-            ctx.run_dir / "metrics.csv",
-            ctx.is_main,
-            ["persistence_mae", "persistence_rmse"],
+        loop = noderun.TrainingLoop(
+            ctx,
+            model,
+            optimizer,
+            scheduler,
+            resume=args.resume,  # before anything is written: bad input changes nothing
+            keep=args.keep,
+            metrics=["persistence_mae", "persistence_rmse"],
             tensorboard=args.tensorboard,
-            resume_after_epoch=start.epoch,  # rows past the checkpoint get written again
+            checkpoint_every=args.checkpoint_every,
         )
-        progress = EpochProgress(ctx.is_main)
         loss_fn = nn.MSELoss()
         ctx.print(
             f"training on {ctx.world_size} ranks ({ctx.backend}, {ctx.device}): "
             f"{config.sensors} sensors x {config.days} days, {len(train_set)} train / "
             f"{len(val_set)} val windows, {len(train_loader)} steps per epoch"
         )
-        global_step = start.global_step
         row: dict[str, float] = {}
-        for epoch in range(start.epoch + 1, args.epochs + 1):
-            ctx.set_epoch(train_loader, epoch)
-            model.train()
-            timer = EpochTimer()
-            partial = ckpt.extra if epoch == start.epoch + 1 and start.step else {}
-            loss_sum, batches = float(partial.get("loss_sum", 0.0)), int(partial.get("batches", 0))
-            steps = ckpt.steps(train_loader, epoch)
-            for step, (inputs, targets, _) in timer.iterate(
-                progress.track(steps, len(train_loader), f"epoch {epoch}")
-            ):
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model(inputs.to(ctx.device)).squeeze(1), targets.to(ctx.device))
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                global_step += 1
-                loss_sum, batches = loss_sum + loss.item(), batches + 1
-                timer.count(len(targets))
-                here = Position(epoch - 1, step, global_step)
-                if preemption.should_stop():
-                    saved = ckpt.save(here, {"loss_sum": loss_sum, "batches": batches}, wait=True)
-                    preemption.exit(saved)
-                if args.checkpoint_every and step % args.checkpoint_every == 0:
-                    ckpt.save(here, {"loss_sum": loss_sum, "batches": batches})
-            row = {**timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))}
-            row.update(evaluate(ctx, model, val_loader))
-            metrics.log(epoch=epoch, **row)
-            ckpt.save(Position(epoch, 0, global_step))
-            ctx.print(
-                f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
-                f"val_mae={row['val_mae']:.3f} mph val_rmse={row['val_rmse']:.3f} mph "
-                f"(persistence {row['persistence_mae']:.3f} / {row['persistence_rmse']:.3f}) "
-                f"{row['epoch_time_sec']:.2f} s, {row['throughput_samples_per_sec']:.0f} samples/s"
-            )
-        ckpt.wait()
-        metrics.close()
+        with loop:
+            for epoch in loop.epochs(args.epochs):
+                for inputs, targets, _ in loop.steps(train_loader):
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(inputs.to(ctx.device)).squeeze(1), targets.to(ctx.device))
+                    loss.backward()
+                    optimizer.step()
+                    scheduler.step()
+                    loop.log(len(targets), train_loss=loss.item())
+                row = loop.end_epoch(**evaluate(ctx, model, val_loader))
+                ctx.print(
+                    f"epoch {epoch}/{args.epochs} train_loss={row['train_loss']:.4f} "
+                    f"val_mae={row['val_mae']:.3f} mph val_rmse={row['val_rmse']:.3f} mph "
+                    f"(persistence {row['persistence_mae']:.3f} / {row['persistence_rmse']:.3f}) "
+                    f"{row['epoch_time_sec']:.2f} s, "
+                    f"{row['throughput_samples_per_sec']:.0f} samples/s"
+                )
         if row:
             verdict = "beats" if row["val_mae"] < row["persistence_mae"] else "does NOT beat"
             ctx.print(

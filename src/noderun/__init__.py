@@ -11,6 +11,7 @@ __all__ = [
     "NoderunError",
     "Topology",
     "TopologyError",
+    "TrainingLoop",
     "UsageError",
     "__version__",
     "init",
@@ -23,4 +24,8 @@ def __getattr__(name: str) -> object:
         from noderun import runtime
 
         return getattr(runtime, name)
+    if name == "TrainingLoop":
+        from noderun.runtime.loop import TrainingLoop
+
+        return TrainingLoop
     raise AttributeError(name)

@@ -1,0 +1,161 @@
+"""The common training path as one object: ``noderun.TrainingLoop(ctx, model, optimizer)``.
+
+It ties together the pieces a multi-node script otherwise wires by hand, each still usable
+on its own: resume (``Checkpointer``), the per-epoch shuffle, skipping the batches a
+mid-epoch checkpoint already trained, the data-vs-compute timer (``EpochTimer``), the
+progress bar (``EpochProgress``), preemption (``Preemption``: checkpoint, then requeue or
+exit 75), one metrics.csv row and one checkpoint per epoch (``MetricsLogger``).
+
+    with noderun.init() as ctx:
+        model = ctx.prepare(net)
+        with noderun.TrainingLoop(ctx, model, optimizer, resume=args.resume) as loop:
+            for epoch in loop.epochs(args.epochs):
+                for images, labels in loop.steps(train_loader):
+                    loss = ...; loss.backward(); optimizer.step()
+                    loop.log(len(labels), train_loss=loss.item())
+                row = loop.end_epoch(**evaluate(model))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+
+from noderun.runtime.metrics import EpochTimer, MetricsLogger
+from noderun.runtime.preemption import Preemption
+from noderun.runtime.progress import EpochProgress
+from noderun.runtime.training_state import Checkpointer, Position
+
+if TYPE_CHECKING:
+    from noderun.runtime.context import Context
+
+T = TypeVar("T")
+# key of the running means in a mid-epoch checkpoint's ``extra``
+PARTIAL_KEY = "noderun_loop"
+
+
+class TrainingLoop:
+    """Epochs and steps with resume, timing, progress, preemption, metrics and checkpoints.
+
+    ``metrics`` names the extra metrics.csv columns ``end_epoch`` will be given (the
+    timer's columns and whatever ``log`` averages are always there); ``checkpoint_every``
+    also checkpoints every that many steps inside an epoch (0: only at epoch ends).
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        scheduler: Any = None,
+        *,
+        resume: str | None = None,
+        keep: int = 3,
+        metrics: Sequence[str] = (),
+        tensorboard: bool = False,
+        checkpoint_every: int = 0,
+        requeue: bool | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.model = model
+        self.checkpoint_every = checkpoint_every
+        self.preemption = Preemption(ctx, requeue=requeue).__enter__()
+        self.checkpointer = Checkpointer(ctx, model, optimizer, scheduler, keep=keep)
+        # before anything is written: a bad --resume changes nothing
+        self.start = self.checkpointer.resume(resume)
+        self._columns = list(metrics)
+        self._tensorboard = tensorboard
+        self._metrics: MetricsLogger | None = None
+        self.progress = EpochProgress(ctx.is_main)
+        self.epoch = self.start.epoch
+        self.step = 0
+        self.global_step = self.start.global_step
+        self.timer: EpochTimer | None = None
+        self._sums: dict[str, float] = {}
+        self._count = 0
+
+    def __enter__(self) -> TrainingLoop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Wait for the last checkpoint, close metrics, give the signals back."""
+        self.checkpointer.wait()
+        if self._metrics is not None:
+            self._metrics.close()
+        self.preemption.__exit__()
+
+    def epochs(self, total: int) -> Iterator[int]:
+        """The epochs left to train, 1-based: after a resume, from the one it stopped in."""
+        for epoch in range(self.start.epoch + 1, total + 1):
+            self.epoch = epoch
+            yield epoch
+
+    def steps(self, batches: Iterable[T], description: str | None = None) -> Iterator[T]:
+        """This epoch's batches: shuffled for the epoch, resumed ones skipped, timed, with a
+        progress bar on rank 0; after each step, a preemption check on every rank."""
+        epoch = self.epoch
+        set_epoch = getattr(getattr(batches, "sampler", None), "set_epoch", None)
+        if set_epoch is not None:
+            set_epoch(epoch)  # the per-epoch shuffle of a ctx.loader()
+        self.model.train()
+        self.timer = EpochTimer()
+        partial = self.checkpointer.extra.get(PARTIAL_KEY, {}) if self._resuming() else {}
+        self._sums = {k: float(v) for k, v in partial.get("sums", {}).items()}
+        self._count = int(partial.get("count", 0))
+        total = len(batches) if isinstance(batches, Sized) else None
+        tracked = self.progress.track(
+            self.checkpointer.steps(batches, epoch), total or 0, description or f"epoch {epoch}"
+        )
+        for step, batch in self.timer.iterate(tracked):
+            self.step = step
+            yield batch
+            self.global_step += 1
+            here = Position(epoch - 1, step, self.global_step)
+            if self.preemption.should_stop():
+                self.preemption.exit(self.checkpointer.save(here, self._partial(), wait=True))
+            if self.checkpoint_every and step % self.checkpoint_every == 0:
+                self.checkpointer.save(here, self._partial())
+
+    def log(self, samples: int, **values: float) -> None:
+        """Count this step's samples (throughput) and add to the epoch's running means."""
+        if self.timer is not None:
+            self.timer.count(samples)
+        for name, value in values.items():
+            self._sums[name] = self._sums.get(name, 0.0) + float(value)
+        self._count += 1
+
+    def end_epoch(self, **metrics: float) -> dict[str, float]:
+        """Reduce the epoch's timings and means over ranks, add ``metrics`` (already reduced,
+        e.g. a validation pass), write the metrics.csv row, checkpoint; return the row."""
+        if self.timer is None:
+            raise RuntimeError("end_epoch() called before steps() of this epoch")
+        means = {k: v / max(self._count, 1) for k, v in self._sums.items()}
+        row = self.timer.reduced(self.ctx, **means)
+        row.update(metrics)
+        self._logger(row).log(epoch=self.epoch, **row)
+        self.checkpointer.save(Position(self.epoch, 0, self.global_step))
+        self.timer = None
+        return row
+
+    def _resuming(self) -> bool:
+        return self.epoch == self.start.epoch + 1 and self.start.step > 0
+
+    def _partial(self) -> dict[str, Any]:
+        return {PARTIAL_KEY: {"sums": dict(self._sums), "count": self._count}}
+
+    def _logger(self, row: dict[str, float]) -> MetricsLogger:
+        if self._metrics is None:
+            extra = [*self._columns, *(k for k in row if k not in self._columns)]
+            self._metrics = MetricsLogger(
+                self.ctx.run_dir / "metrics.csv",
+                self.ctx.is_main,
+                extra,
+                tensorboard=self._tensorboard,
+                resume_after_epoch=self.start.epoch,  # rows past the checkpoint are redone
+            )
+        return self._metrics
