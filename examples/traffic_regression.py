@@ -3,7 +3,7 @@
     noderun run --nnodes 2 --nproc-per-node 2 examples/traffic_regression.py
     noderun run ... examples/traffic_regression.py --resume auto      # or --resume RUN_DIR|CKPT
 
-The data is generated (noderun.datasets.traffic: seeded, several sensors, rush hours,
+The data is generated (traffic_data.py beside this script: seeded, several sensors, rush hours,
 incidents, noise). metrics.csv holds val_mae/val_rmse in mph and, beside them, the
 persistence baseline (tomorrow's speed = the last one seen), which the model must beat.
 A checkpoint is written every epoch (and every --checkpoint-every steps); SIGUSR1/SIGTERM
@@ -17,11 +17,11 @@ import sys
 from collections.abc import Sequence
 
 import torch
+import traffic_data as traffic  # beside this script
 from torch import nn
 from torch.utils.data import TensorDataset
 
 import noderun
-from noderun.datasets import traffic
 from noderun.runtime.entry import run_main
 
 

@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from noderun.datasets import traffic
 from noderun.runtime.metrics import COLUMNS
 from tests.conftest import ROOT, noderun
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
+
+
+def _example_module(name: str):  # type: ignore[no-untyped-def]
+    """An example's helper module (examples/ is not a package: scripts import it by name)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+traffic = _example_module("traffic_data")
 TWO_BY_TWO = ["run", "--nnodes", "2", "--nproc-per-node", "2"]
 SUBMIT = ["submit", "--nodes", "2", "--nproc-per-node", "2", "--time", "10", "--wait"]
 CFG = traffic.TrafficConfig(sensors=4, days=14, seed=3)
