@@ -1,11 +1,11 @@
 """Training samples/s of the digits classifier with noderun's hooks against the same loop without.
 
 Two gloo ranks (DDP, CPU), in the same processes, alternating: the bare loop (DataLoader,
-forward, backward, step) and the loop of examples/ddp_classifier.py with every hook on:
-EpochTimer (data vs compute), Checkpointer.steps (resume-aware batches), the preemption
-agreement every step, and per epoch the metrics reduction + metrics.csv row + a checkpoint
-of model, optimizer and RNG states. Each measurement is --epochs epochs; the ratio is the
-median over --reps of the per-repetition ratios.
+forward, backward, step) and the loop of examples/ddp_classifier.py, noderun.TrainingLoop,
+with every hook on: the data-vs-compute timer, resume-aware batches, the preemption
+agreement after every step, running means, and per epoch the metrics reduction +
+metrics.csv row + a checkpoint of model, optimizer and RNG states. Each measurement is
+--epochs epochs; the ratio is the median over --reps of the per-repetition ratios.
 
     .venv/bin/python bench/loop_overhead.py [--reps 31] [--epochs 1]
 """
@@ -39,9 +39,6 @@ def load_example() -> ModuleType:
 def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
     torch.set_num_threads(1)
     import noderun
-    from noderun.runtime.metrics import EpochTimer, MetricsLogger
-    from noderun.runtime.preemption import Preemption
-    from noderun.runtime.training_state import Checkpointer, Position
 
     example = load_example()
     ctx = noderun.init()
@@ -56,8 +53,8 @@ def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
 
     bare_model, bare_opt = make()
     model, optimizer = make()
-    ckpt = Checkpointer(ctx, model, optimizer, keep=2)
-    metrics = MetricsLogger(Path(root) / "metrics.csv", ctx.is_main, ["val_accuracy"])
+    ctx.run_dir = Path(root)  # metrics.csv and checkpoints of the hooked loop
+    loop = noderun.TrainingLoop(ctx, model, optimizer, keep=2, metrics=["val_accuracy"])
     epoch_counter = {"bare": 0, "hooked": 0}
 
     def bare() -> int:
@@ -75,41 +72,31 @@ def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
                 samples += len(labels)
         return samples
 
-    def hooked(preemption: Preemption) -> int:
+    def hooked() -> int:
         samples = 0
         for _ in range(epochs):
-            epoch = epoch_counter["hooked"] = epoch_counter["hooked"] + 1
-            ctx.set_epoch(loader, epoch)
-            model.train()
-            timer = EpochTimer()
-            loss_sum, batches = 0.0, 0
-            for step, (images, labels) in timer.iterate(ckpt.steps(loader, epoch)):
+            loop.epoch = epoch_counter["hooked"] = epoch_counter["hooked"] + 1
+            for images, labels in loop.steps(loader):
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(images), labels)
                 loss.backward()
                 optimizer.step()
-                loss_sum, batches = loss_sum + loss.item(), batches + 1
-                timer.count(len(labels))
+                loop.log(len(labels), train_loss=loss.item())
                 samples += len(labels)
-                if preemption.should_stop():
-                    raise RuntimeError(f"unexpected preemption at step {step}")
-            row = timer.reduced(ctx, train_loss=loss_sum / max(batches, 1))
-            metrics.log(epoch=epoch, **row)
-            ckpt.save(Position(epoch, 0, epoch * batches))
+            loop.end_epoch()
         return samples
 
     rates: dict[str, list[float]] = {"bare": [], "hooked": []}
-    with Preemption(ctx) as preemption:
-        bare(), hooked(preemption)  # warm-up: DDP bucket rebuild, first checkpoint directory
+    with loop:
+        bare(), hooked()  # warm-up: DDP bucket rebuild, first checkpoint directory
         for rep in range(reps):
-            runs = [("bare", bare), ("hooked", lambda: hooked(preemption))]
-            for name, loop in runs if rep % 2 == 0 else runs[::-1]:
+            runs = [("bare", bare), ("hooked", hooked)]
+            for name, measure in runs if rep % 2 == 0 else runs[::-1]:
                 ctx.barrier()
                 start = time.perf_counter()
-                samples = loop()
+                samples = measure()
                 ctx.barrier()
                 rates[name].append(samples * ctx.world_size / (time.perf_counter() - start))
-    ckpt.wait()
     ctx.shutdown()
     return rates
 

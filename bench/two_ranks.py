@@ -4,6 +4,8 @@ and rank 0's result handed back to the benchmark's main process."""
 from __future__ import annotations
 
 import os
+import queue as queue_module
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +46,18 @@ def run_two_ranks(
     ]
     for proc in procs:
         proc.start()
-    result = queue.get(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:  # a rank that died must end the benchmark, not leave it waiting
+        try:
+            result = queue.get(timeout=1.0)
+            break
+        except queue_module.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for proc in procs:
+                    proc.kill()
+                why = f"benchmark ranks failed (exit codes {dead}) or timed out"
+                raise SystemExit(why) from None
     for proc in procs:
         proc.join(timeout=60)
     return result
