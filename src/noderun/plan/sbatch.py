@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from noderun.errors import UsageError
+from noderun.plan.launch import Entry
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 
@@ -56,6 +57,8 @@ class SubmitRequest:
     stall: StallPolicy = dataclasses.field(default_factory=StallPolicy)
     # another noderun verb the job runs, e.g. ("doctor", "--run-dir", D); () = `noderun run`
     command: tuple[str, ...] = ()
+    entry: Entry = Entry.SCRIPT  # script, -m module, or --no-python executable
+    run_flags: tuple[str, ...] = ()  # more `noderun run` options (torchrun's, e.g. restarts)
 
     def check(self) -> None:
         """Refuse what sbatch would refuse (or misread), with the fix, before anything exists."""
@@ -117,6 +120,7 @@ class SubmitRequest:
             join_timeout=self.join_timeout,
             master_port=self.master_port,
             python=self.python,
+            entry=self.entry,
         )
 
     def materialize(self) -> SbatchPlan:
@@ -133,7 +137,9 @@ class SbatchPlan:
 
     @property
     def job_name(self) -> str:
-        return self.request.job_name or _NAME_SAFE.sub("_", Path(self.request.script).stem)
+        req = self.request
+        stem = req.script.rsplit(".", 1)[-1] if req.entry is Entry.MODULE else Path(req.script).stem
+        return req.job_name or _NAME_SAFE.sub("_", stem)
 
     def directives(self) -> list[str]:
         """The ``#SBATCH`` options, in a fixed order (golden files pin it)."""
@@ -179,7 +185,8 @@ class SbatchPlan:
         ]
         if req.master_port is not None:
             argv.append(f"--master-port={req.master_port}")
-        return [*argv, *req.stall.argv(), req.script, *req.script_args]
+        argv += [*req.stall.argv(), *req.run_flags, *req.entry.flags()]
+        return [*argv, req.script, *req.script_args]
 
     def __str__(self) -> str:
         req, step = self.request, self.step

@@ -17,13 +17,22 @@ from noderun.verbs.options import (
     STALL_OPTIONS,
     OptionTable,
     add_verb,
-    existing_script,
     port_number,
     positive_int,
     repeated,
     stall_policy,
     switch,
     value,
+)
+from noderun.verbs.torchrun_flags import (
+    CONSOLE_OPTIONS,
+    ENTRY_OPTIONS,
+    RESTART_OPTIONS,
+    TorchrunFlags,
+    check_program,
+    nproc_spec,
+    read_flags,
+    run_dir_for,
 )
 
 SCRIPT_NAME = "job.sbatch"
@@ -40,7 +49,13 @@ OPTIONS = OptionTable(
     "submit",
     (
         value("--nodes", type=positive_int, default=1, help="nodes"),
-        value("--nproc-per-node", type=positive_int, default=1, help="ranks per node"),
+        value(
+            "--nproc-per-node",
+            "--nproc_per_node",
+            type=nproc_spec,
+            default=1,
+            help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+        ),
         value("--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="who starts the ranks"),
         value("--partition", help="partition (default: the cluster's default)"),
         value("--account", help="account to charge"),
@@ -62,6 +77,9 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
+        *ENTRY_OPTIONS,
+        *RESTART_OPTIONS,
+        *CONSOLE_OPTIONS,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
         *SCRIPT_ARGUMENTS,
@@ -81,17 +99,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
 
 
+def submit_nproc(spec: int | str, gpus_per_node: int | None) -> int:
+    """--nproc-per-node for a job not yet placed: gpu/auto are the GPUs asked for per node."""
+    if isinstance(spec, int):
+        return spec
+    if spec in ("gpu", "auto") and gpus_per_node:
+        return gpus_per_node
+    raise UsageError(
+        f"--nproc-per-node {spec}: the nodes are not known before the job starts",
+        "pass a number, or --gpus-per-node N with --nproc-per-node gpu",
+    )
+
+
 def build_request(args: argparse.Namespace) -> SubmitRequest:
-    script = existing_script(args.script)
-    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+    flags: TorchrunFlags = read_flags(args)
+    program = check_program(args.script, flags.entry)
+    run_dir = run_dir_for(args, flags)
     rundir.reuse_or_refuse(run_dir, job_alive)  # a stopped run continues in place
     return SubmitRequest(
-        script=str(script.resolve()),
+        script=program,
         run_dir=run_dir,
         workdir=Path.cwd(),
         script_args=tuple(args.script_args),
         nodes=args.nodes,
-        nproc_per_node=args.nproc_per_node,
+        nproc_per_node=submit_nproc(args.nproc_per_node, args.gpus_per_node),
         mode=LaunchMode(args.mode),
         partition=args.partition,
         account=args.account,
@@ -108,6 +139,8 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         join_timeout=args.join_timeout,
         python=sys.executable,
         stall=stall_policy(args),
+        entry=flags.entry,
+        run_flags=tuple(flags.run_argv()),
     )
 
 
