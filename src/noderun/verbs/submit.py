@@ -67,6 +67,21 @@ OPTIONS = OptionTable(
         repeated("--env", type=_env_pair, metavar="K=V", help="export K=V in the job (repeatable)"),
         value("--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'"),
         switch("--requeue", help="let SLURM requeue the job"),
+        value("--gres", help="generic resources per node, e.g. gpu:8 or gpu:a100:4"),
+        switch("--exclusive", help="whole nodes, shared with no other job", env=True),
+        value("--constraint", help="node features, e.g. a100 or 'ib&a100'"),
+        value("--qos", help="quality of service"),
+        value("--reservation", help="run in this reservation"),
+        value("--exclude", help="nodes not to use, e.g. node[3-4]"),
+        value("--nodelist", help="nodes to use, e.g. node[1-2]"),
+        value("--dependency", help="start after other jobs, e.g. afterok:1234"),
+        repeated(
+            "--sbatch-arg",
+            metavar="--OPT[=V]",
+            env=True,
+            help="any other sbatch option, as sbatch spells it (repeatable; a list "
+            "`sbatch_arg = [...]` in [submit] of noderun.toml)",
+        ),
         value("--signal", help="signal before the time limit, e.g. USR1@90"),
         value("--run-dir", type=Path, help="run directory on the shared filesystem"),
         value("--master-port", type=port_number, help="rendezvous port (default: from job id)"),
@@ -141,6 +156,15 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         stall=stall_policy(args),
         entry=flags.entry,
         run_flags=tuple(flags.run_argv()),
+        gres=args.gres,
+        exclusive=args.exclusive,
+        constraint=args.constraint,
+        qos=args.qos,
+        reservation=args.reservation,
+        exclude=args.exclude,
+        nodelist=args.nodelist,
+        dependency=args.dependency,
+        sbatch_args=tuple(args.sbatch_arg),
     )
 
 
@@ -203,10 +227,13 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         if shutil.which("sinfo"):
             check_cluster(request)
+        if shutil.which("sbatch"):
+            slurm.sbatch_test(str(plan))
         sys.stdout.write(plan.dry_run_text())
         return 0
     slurm.require_command("sbatch")
     check_cluster(request)
+    slurm.sbatch_test(str(plan))  # a request SLURM would refuse: one line, nothing submitted
     created = not request.run_dir.exists()
     try:
         job_id = slurm.sbatch(write_job(plan))
