@@ -173,3 +173,18 @@ def test_restart_policy_table() -> None:
     assert restart_refusal(Outcome(1.0), None, 0, 2) == "completed"
     assert restart_refusal(Outcome(1.0, interrupted_by="SIGINT"), None, 0, 2)
     assert json.dumps(failed.record("t"))  # what run.json gets stays serialisable
+
+
+@pytest.mark.slow
+def test_a_restart_stays_in_the_run_directory_it_made(tmp_path: Path) -> None:
+    from tests.conftest import noderun
+
+    script = tmp_path / "fail.py"
+    script.write_text("import os, sys\nsys.exit(3 if os.environ['RANK'] == '0' else 0)\n")
+    result = noderun(["run", "--max-restarts", "1", str(script)], cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    [run_dir] = list((tmp_path / "runs").iterdir())  # no second directory for the restart
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["restart"] == "not restarted: --max-restarts 1 used up"
+    assert [a["restart"] for a in record["attempts"]] == ["restarted the gang (restart 1 of 1)"]
+    assert record["restart_count"] == 1

@@ -143,6 +143,7 @@ def main(args: argparse.Namespace) -> int:
     if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
         return run_slurm.main(args, flags=flags)
     plan = build_plan(args, flags)
+    args.run_dir = plan.run_dir  # a restart continues in the same run directory
     if args.dry_run:
         print(plan)
         return 0

@@ -196,6 +196,7 @@ def main(
     env = os.environ if environ is None else environ
     flags = flags or TorchrunFlags()
     step = build_step(args, env, flags)
+    args.run_dir = step.run_dir  # a restart continues in the same run directory
     direct = step.nnodes == 1 and step.mode is LaunchMode.TORCHRUN and _on_allocated_node(env, step)
     if args.dry_run:
         print(step.rank_table())
