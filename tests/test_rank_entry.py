@@ -128,3 +128,27 @@ def test_nothing_of_noderun_or_torch_is_imported_before_the_script(tmp_path: Pat
                       "('noderun', 'torch')))\n")  # fmt: skip
     entry = run([RANK_ENTRY, str(script)], tmp_path)
     assert entry.stdout.strip() == "[]"
+
+
+def test_no_python_execs_the_program_and_says_when_it_cannot(tmp_path: Path) -> None:
+    done = run([RANK_ENTRY, "--no-python", "sh", "-c", 'echo "$0 $1"', "a b", "c"], tmp_path)
+    assert (done.returncode, done.stdout) == (0, "a b c\n")
+    missing = run([RANK_ENTRY, "--no-python", "./absent"], tmp_path)
+    assert missing.returncode == 127 and "./absent: cannot execute" in missing.stderr
+
+
+def test_a_missing_module_is_reported_as_python_m_does(tmp_path: Path) -> None:
+    ours = run([RANK_ENTRY, "-m", "no_such_module_here"], tmp_path)
+    theirs = run(["-m", "no_such_module_here"], tmp_path)
+    assert ours.returncode == theirs.returncode == 1
+    assert ours.stderr == theirs.stderr  # "<python>: No module named no_such_module_here"
+
+
+def test_noderun_restart_counts_become_torchelastic_ones(tmp_path: Path) -> None:
+    script = tmp_path / "count.py"
+    script.write_text("import os; print(os.environ['TORCHELASTIC_RESTART_COUNT'])\n")
+    env = {**os.environ, "NODERUN_RESTART_COUNT": "2", "NODERUN_MAX_RESTARTS": "3",
+           "TORCHELASTIC_RESTART_COUNT": "0"}  # fmt: skip
+    done = subprocess.run([sys.executable, RANK_ENTRY, str(script)], capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+    assert done.stdout == "2\n"

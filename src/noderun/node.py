@@ -23,7 +23,7 @@ from typing import NoReturn
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import NodeGate
-from noderun.plan.launch import rank_command, torchrun_argv
+from noderun.plan.launch import Entry, rank_command, torchrun_argv
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
 from noderun.topology import in_slurm_step, port_for_job, tasks_per_node
 
@@ -46,6 +46,8 @@ class NodeSpec:
     job_id: str
     join_timeout: float
     local_rank: int = 0
+    entry: Entry = Entry.SCRIPT
+    run_id: str = ""
 
     @property
     def world_size(self) -> int:
@@ -74,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--master-port", type=int, help="default: derived from the job id")
     parser.add_argument("--run-dir", type=Path, default=Path("."))
     parser.add_argument("--join-timeout", type=float, default=DEFAULT_JOIN_TIMEOUT)
+    parser.add_argument("--run-id", help="TORCHELASTIC_RUN_ID (default: the job id)")
+    entry = parser.add_mutually_exclusive_group()
+    entry.add_argument("-m", "--module", action="store_true", help="SCRIPT is a module")
+    entry.add_argument("--no-python", action="store_true", help="SCRIPT is an executable")
     return parser
 
 
@@ -149,6 +155,8 @@ def resolve(opts: argparse.Namespace, environ: Mapping[str, str]) -> NodeSpec:
         job_id=job_id,
         join_timeout=opts.join_timeout,
         local_rank=local_rank,
+        entry=Entry.MODULE if opts.module else Entry.EXECUTABLE if opts.no_python else Entry.SCRIPT,
+        run_id=opts.run_id or job_id or opts.run_dir.resolve().name,
     )
 
 
@@ -185,21 +193,22 @@ def exec_argv(spec: NodeSpec, command: list[str], python: str) -> list[str]:
     """The argv that replaces this process: torchrun (one per node) or the script (per rank)."""
     script, args = command[0], command[1:]
     if spec.mode is LaunchMode.SRUN:
-        return [python, *rank_command(script, args)]
+        return [python, *rank_command(script, args, spec.entry)]
     argv = torchrun_argv(
         nnodes=spec.nnodes,
         nproc_per_node=spec.nproc_per_node,
         node_rank=spec.node_rank,
         master_addr=spec.master_addr,
         master_port=spec.master_port,
-        run_id=spec.job_id or spec.run_dir.name,
+        run_id=spec.run_id,
         log_dir=spec.run_dir / "logs" / "torchelastic" / f"node{spec.node_rank}",
         script=script,
         script_args=args,
         python=python,
+        entry=spec.entry,
     )
     # the static rendezvous would otherwise wait 600 s for an agent that died after check-in
-    cut = len(argv) - len(command) - 1  # before the rank entry
+    cut = len(argv) - len(command) - 1 - len(spec.entry.flags())  # before the rank entry
     return [*argv[:cut], f"--rdzv-conf=timeout={spec.join_timeout:g}", *argv[cut:]]
 
 
@@ -222,6 +231,11 @@ def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
             LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
             NODE_RANK=str(spec.node_rank),
             GROUP_RANK=str(spec.node_rank),
+            # what torchrun's agent also sets (not TORCHELASTIC_RUN_ID: no agent runs here)
+            ROLE_RANK=str(spec.index),
+            ROLE_NAME="default",
+            ROLE_WORLD_SIZE=str(spec.world_size),
+            GROUP_WORLD_SIZE=str(spec.nnodes),
         )
     return env
 

@@ -85,6 +85,26 @@ class Outcome:
             fields["stall"] = self.stalled
         return fields
 
+    def restart_refusal(self, previous: Outcome | None) -> str | None:
+        """Why this ending must not restart the gang (``--max-restarts``), None when it may:
+        torchrun restarts after any failure; noderun also stops on what a restart cannot fix."""
+        status = self.status
+        if status in ("completed", "interrupted", "preempted"):
+            return f"the run {status}" if status != "completed" else "the run completed"
+        if status == "bad-input":
+            return f"bad input (exit {EXIT_USAGE}) fails the same way on every attempt"
+        if (
+            previous is not None
+            and (previous.failure, previous.failure_exit)
+            == (
+                self.failure,
+                self.failure_exit,
+            )
+            and previous.stalled == self.stalled
+        ):
+            return "the same failure as the previous attempt"
+        return None
+
     def final_line(self, run_dir: Path) -> str:
         """The console's last line (stderr unless completed)."""
         return "noderun: " + _ENDINGS[self.status].format(
@@ -94,3 +114,14 @@ class Outcome:
             log=self.log or run_dir / "logs",
             interrupted_by=self.interrupted_by,
         )
+
+
+def restart_refusal(
+    outcome: Outcome, previous: Outcome | None, attempt: int, max_restarts: int
+) -> str | None:
+    """Why the gang is not started again (None: restart it)."""
+    if outcome.status == "completed":
+        return "completed"
+    if attempt >= max_restarts:
+        return f"--max-restarts {max_restarts} used up" if max_restarts else "no --max-restarts"
+    return outcome.restart_refusal(previous)

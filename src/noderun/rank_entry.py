@@ -9,6 +9,7 @@ non-daemon threads, runs atexit handlers, flushes stdio) and leaves with ``os._e
 
     python /…/noderun/rank_entry.py SCRIPT [ARGS…]
     python /…/noderun/rank_entry.py -m MODULE [ARGS…]
+    python /…/noderun/rank_entry.py --no-python EXECUTABLE [ARGS…]   (execs it, as torchrun does)
 
 It is started by path, not with ``-m noderun…``, so nothing of noderun (or torch) is imported
 before the user's script: environment variables the script sets before importing torch still
@@ -70,7 +71,8 @@ def _script_code(script: str) -> tuple[types.CodeType, types.ModuleType]:
 
 def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType]:
     sys.path[0] = os.getcwd()  # what `python -m` puts first
-    name, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    details = runpy._get_module_details  # type: ignore[attr-defined]
+    name, spec, code = details(name, runpy._Error)  # type: ignore[attr-defined]
     sys.argv[0] = spec.origin or name
     module = _main_module(
         __file__=spec.origin, __loader__=spec.loader, __package__=spec.parent, __spec__=spec
@@ -78,17 +80,53 @@ def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType]:
     return code, module
 
 
+# noderun restarts the whole gang itself; torchrun's agent only knows its own (zero) restarts
+RESTART_VARIABLES = {
+    "NODERUN_RESTART_COUNT": "TORCHELASTIC_RESTART_COUNT",
+    "NODERUN_MAX_RESTARTS": "TORCHELASTIC_MAX_RESTARTS",
+}
+
+
+def _restart_variables() -> None:
+    """TORCHELASTIC_RESTART_COUNT/MAX_RESTARTS as torchrun would set them for noderun's restarts."""
+    for ours, torchrun in RESTART_VARIABLES.items():
+        if os.environ.get(ours):
+            os.environ[torchrun] = os.environ[ours]
+
+
+def _exec(argv: list[str]) -> int:
+    """``--no-python EXECUTABLE ARGS``: become the executable (PATH searched, as torchrun's
+    Popen does); 127 with the shell's words when it cannot be run."""
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        print(f"{argv[0]}: cannot execute: {err.strerror}", file=sys.stderr)
+    return 127
+
+
 def _run(argv: list[str]) -> int:
+    _restart_variables()
     is_module = bool(argv) and argv[0] in ("-m", "--module")
-    if not argv or (is_module and len(argv) < 2):
-        print("usage: rank_entry.py SCRIPT [ARGS…] | -m MODULE [ARGS…]", file=sys.stderr)
+    is_exec = bool(argv) and argv[0] == "--no-python"
+    if not argv or ((is_module or is_exec) and len(argv) < 2):
+        print(
+            "usage: rank_entry.py SCRIPT [ARGS…] | -m MODULE [ARGS…] | --no-python EXECUTABLE "
+            "[ARGS…]",
+            file=sys.stderr,
+        )
         return 2
+    if is_exec:
+        sys.stdout.flush()
+        return _exec(argv[1:])
     sys.argv = argv[1:] if is_module else list(argv)
     try:
         code, module = _module_code(argv[1]) if is_module else _script_code(argv[0])
     except OSError as err:  # as `python SCRIPT` says it
         print(f"{sys.executable}: can't open file {argv[0]!r}: {err}", file=sys.stderr)
         return 2
+    except runpy._Error as err:  # type: ignore[attr-defined]  # as `python -m MODULE` says it
+        print(f"{sys.executable}: {err}", file=sys.stderr)
+        return 1
     try:
         exec(code, module.__dict__)
     except SystemExit as stop:

@@ -95,6 +95,26 @@ def next_attempt(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, A
     return {**fresh, "attempts": attempts, "resumed_in_place": True}
 
 
+def attempt_lines(record: dict[str, Any]) -> list[str]:
+    """One line per attempt of a run, oldest first, saying how each ended and what followed
+    ([] for a run that had one attempt)::
+
+        attempt 1: failed: rank 1 …: killed by SIGKILL; restarted the gang (restart 1 of 2)
+        attempt 2: completed
+    """
+    attempts = list(record.get("attempts") or [])
+    if not attempts:
+        return []
+    lines = []
+    for number, attempt in enumerate([*attempts, record], start=1):
+        failure = attempt.get("failure") or {}
+        who = f"rank {failure['rank']}: " if failure.get("rank") is not None else ""
+        why = f": {who}{failure['reason']}" if failure.get("reason") else ""
+        then = f"; {attempt['restart']}" if attempt.get("restart") else ""
+        lines.append(f"attempt {number}: {attempt.get('status', 'unknown')}{why}{then}")
+    return lines
+
+
 def lock_owner(run_dir: Path) -> str | None:
     """Who holds the run dir's lock ("pid 12 on host"), or None (no lock, or a stale one)."""
     try:

@@ -134,6 +134,15 @@ def test_bash_accepts_the_whole_script(tmp_path: Path) -> None:
         ({"env": (("1BAD", "x"),)}, ["--env name '1BAD'"]),
         ({"run_dir": Path("/shared/my runs/x")}, ["run directory", "#SBATCH"]),
         ({"run_dir": Path("/shared/100%/x")}, ["run directory"]),
+        ({"constraint": "a100 b"}, ["--constraint", "cannot carry"]),
+        ({"qos": "$(id)"}, ["--qos", "cannot carry"]),
+        ({"gres": "gpu:8;rm"}, ["--gres", "cannot carry"]),
+        ({"sbatch_args": ("--comment=`id`",)}, ["--comment", "cannot carry"]),
+        ({"sbatch_args": ("--mail-user=a b",)}, ["--mail-user", "cannot carry"]),
+        ({"sbatch_args": ("--comment=x\n#SBATCH --nodes=9",)}, ["not --option"]),
+        ({"sbatch_args": ("-p debug",)}, ["not --option or --option=value", "long form"]),
+        ({"sbatch_args": ("--nodes=4",)}, ["noderun sets --nodes itself", "use --nodes"]),
+        ({"sbatch_args": ("--output=x",)}, ["noderun sets --output", "--run-dir"]),
     ],
 )
 def test_bad_values_are_refused_with_a_hint(change: dict[str, object], words: list[str]) -> None:
@@ -148,3 +157,18 @@ def test_bad_values_are_refused_with_a_hint(change: dict[str, object], words: li
 @pytest.mark.parametrize("good", ["30", "30:00", "1:30:00", "2-0", "2-12:00", "2-12:00:00"])
 def test_slurm_time_formats_are_accepted(good: str) -> None:
     assert f"#SBATCH --time={good}" in str(dataclasses.replace(BASE, time=good).materialize())
+
+
+def test_extra_sbatch_options_become_directives_in_order() -> None:
+    request = dataclasses.replace(
+        BASE, gres="gpu:a100:8", exclusive=True, constraint="a100&(ib|roce)", qos="high",
+        reservation="maint", exclude="node[3-4]", nodelist="node[1-2]",
+        dependency="afterok:12:13", sbatch_args=("--mail-type=END", "--requeue-on-fail"),
+    )  # fmt: skip
+    lines = [line for line in str(request.materialize()).splitlines() if "#SBATCH" in line]
+    assert lines[-10:] == [
+        "#SBATCH --gres=gpu:a100:8", "#SBATCH --constraint=a100&(ib|roce)", "#SBATCH --qos=high",
+        "#SBATCH --reservation=maint", "#SBATCH --exclude=node[3-4]",
+        "#SBATCH --nodelist=node[1-2]", "#SBATCH --dependency=afterok:12:13",
+        "#SBATCH --exclusive", "#SBATCH --mail-type=END", "#SBATCH --requeue-on-fail",
+    ]  # fmt: skip

@@ -169,3 +169,54 @@ def test_bad_resume_is_one_line_exit_2_and_writes_nothing(tmp_path: Path) -> Non
     assert f"checkpoint {partial} is incomplete" in lines[0]
     assert not (run_dir / "metrics.csv").exists() and not (run_dir / "checkpoints").exists()
     assert sorted(p.name for p in partial.iterdir()) == []
+
+
+def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
+    reference: Path, tmp_path: Path
+) -> None:
+    restarted = tmp_path / "restarted"
+    argv = [*TWO_NODES, "--max-restarts", "2", "--run-dir", str(restarted), SCRIPT, *SMALL,
+            "--resume", "auto"]  # fmt: skip
+    proc = start_noderun(
+        argv,
+        NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:4",  # both attempts pause there; one is hit
+    )
+    try:
+        victim = rank_process(restarted, 1)
+        writing = restarted / "checkpoints" / "epoch-0002"
+        deadline = time.monotonic() + 120
+        while not (writing / "state.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (writing / "state.pt").exists(), "epoch-0002 was never written"
+        os.kill(victim.pid, signal.SIGKILL)
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output[-3000:]
+    assert "restarting all ranks (restart 1 of 2)" in output
+    assert "resumed from" in output and "epoch-0001" in output
+    record = json.loads((restarted / "run.json").read_text())
+    assert record["status"] == "completed" and record["restart_count"] == 1
+    [first] = record["attempts"]
+    assert first["status"] == "failed" and "SIGKILL" in first["failure"]["reason"]
+    assert first["restart"] == "restarted the gang (restart 1 of 2)"
+    assert_identical(final_state(reference), final_state(restarted))
+    verified = noderun(["verify", str(restarted)])  # both read every attempt
+    assert "2 attempts: failed: rank 1: killed by SIGKILL" in verified.stdout, verified.stdout
+    explained = noderun(["explain", str(restarted)])
+    assert "attempt 1: failed: rank 1: killed by SIGKILL; restarted the gang" in explained.stdout
+    assert "attempt 2: completed" in explained.stdout
+
+
+def test_bad_input_is_not_restarted(tmp_path: Path) -> None:
+    run_dir = tmp_path / "bad"
+    missing = tmp_path / "nowhere"
+    argv = [*TWO_NODES, "--max-restarts", "3", "--run-dir", str(run_dir), SCRIPT, *SMALL,
+            "--resume", str(missing)]  # fmt: skip
+    result = noderun(argv, timeout=120)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "restarting" not in result.stderr
+    record = json.loads((run_dir / "run.json").read_text())
+    assert "attempts" not in record and record["restart"].startswith("not restarted: bad input")

@@ -103,5 +103,5 @@ def test_unknown_key_of_another_verb_lists_its_valid_ones(tmp_path: Path) -> Non
     code, err = _submit_nodes(tmp_path)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "unknown option(s) nnodes in [submit]" in err
-    assert "valid: account, cpus_per_task," in err and "nodes" in err
+    assert "valid: account, constraint, cpus_per_task," in err and "nodes" in err
     assert _dry_run(tmp_path)[0] == 0  # [submit] is not run's business

@@ -104,3 +104,14 @@ def test_resuming_a_finished_run_carries_its_final_checkpoint_over(tmp_path: Pat
     assert (tmp_path / "b" / "checkpoints" / final / ".complete").is_file()
     verified = noderun(["verify", "--skip", "epochs", str(tmp_path / "b")])
     assert "checkpoint    PASS" in verified.stdout, verified.stdout
+
+
+def test_attempt_lines_say_how_each_attempt_ended() -> None:
+    first = {"status": "failed", "failure": {"rank": 1, "reason": "killed by SIGKILL"},
+             "restart": "restarted the gang (restart 1 of 1)"}  # fmt: skip
+    record = {"status": "completed", "attempts": [first]}
+    assert rundir.attempt_lines(record) == [
+        "attempt 1: failed: rank 1: killed by SIGKILL; restarted the gang (restart 1 of 1)",
+        "attempt 2: completed",
+    ]
+    assert rundir.attempt_lines({"status": "completed"}) == []

@@ -111,7 +111,9 @@ class _NodeOutput:
         if match:
             local = int(match.group(1))
             rank = self.node * self.sup.plan.nproc_per_node + local
-            self.sup.emit(rank, f"{self.node}:{rank}| {match.group(2)}", match.group(2))
+            shown = self.sup.show(local)
+            shown_line = f"{self.node}:{rank}| {match.group(2)}" if shown else None
+            self.sup.emit(rank, shown_line, match.group(2))
             return
         self.sup.agent_line(self.node, line)
         if "Root Cause" in line:
@@ -134,8 +136,10 @@ class LocalSupervisor:
         grace: float = 3.0,
         on_start: Callable[[list[int]], None] | None = None,
         stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
+        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
         self.console = console or sys.stdout
         self.grace = grace
         self.on_start = on_start
@@ -148,11 +152,13 @@ class LocalSupervisor:
             StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
         )
 
-    def emit(self, rank: int, console_line: str, text: str) -> None:
-        """One rank's line: to the console with its ``node:rank`` prefix, whole to its log."""
+    def emit(self, rank: int, console_line: str | None, text: str) -> None:
+        """One rank's line: to the console with its ``node:rank`` prefix (None: filtered out),
+        whole to its log."""
         with self._lock:
-            self.console.write(console_line + "\n")
-            self.console.flush()
+            if console_line is not None:
+                self.console.write(console_line + "\n")
+                self.console.flush()
             self._file(f"rank{rank}.log").write(text + "\n")
             if m := _EXCEPTION.match(text.strip()):
                 self._last_error[rank] = m.group(1)[:300]

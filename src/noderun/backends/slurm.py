@@ -59,6 +59,7 @@ __all__ = [
     "run_step",
     "sacct_summary",
     "sbatch",
+    "sbatch_test",
     "wait_for_job",
     "write_sacct_summary",
 ]
@@ -145,6 +146,25 @@ def sbatch(script: Path) -> str:
             "fix the option it names (`noderun submit --dry-run` shows the script)",
         )
     return job_id
+
+
+def sbatch_test(script_text: str) -> str:
+    """``sbatch --test-only`` of the script (read from stdin: nothing is written or queued);
+    sbatch's words on success, its refusal as a one-line UsageError."""
+    result = subprocess.run(
+        [require_command("sbatch"), "--test-only"],
+        input=script_text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    said = _first_line(result.stderr or result.stdout).removeprefix("sbatch: error: ")
+    if result.returncode != 0:
+        raise UsageError(
+            f"sbatch --test-only refused the job: {said}; nothing was submitted",
+            "fix the option it names (`noderun submit --dry-run` shows the script)",
+        )
+    return said
 
 
 def job_record(job_id: str) -> JobRecord | None:

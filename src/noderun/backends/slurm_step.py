@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -82,8 +84,10 @@ class StepSupervisor:
         console: IO[str] | None = None,
         stall: StallPolicy | None = None,
         job_id: str | None = None,
+        show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
+        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
         self.console = console or sys.stdout
         self.logs = plan.run_dir / "logs"
         self._lock = threading.Lock()
@@ -112,10 +116,11 @@ class StepSupervisor:
             self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
         return self._files[name]
 
-    def _write(self, console_line: str, log: str, text: str) -> None:
+    def _write(self, console_line: str | None, log: str, text: str) -> None:
         with self._lock:
-            self.console.write(console_line + "\n")
-            self.console.flush()
+            if console_line is not None:
+                self.console.write(console_line + "\n")
+                self.console.flush()
             self._file(log).write(text + "\n")
 
     def feed(self, raw: str) -> None:
@@ -142,7 +147,8 @@ class StepSupervisor:
         self._agent_line(task, text)
 
     def _rank_line(self, node: int, rank: int, text: str) -> None:
-        self._write(f"{node}:{rank}| {text}", f"rank{rank}.log", text)
+        shown = self.show(rank % self.plan.nproc_per_node)
+        self._write(f"{node}:{rank}| {text}" if shown else None, f"rank{rank}.log", text)
         if self.stall:
             self.stall.saw_output()
 
@@ -186,6 +192,7 @@ class StepSupervisor:
         try:
             self._proc = subprocess.Popen(
                 self.plan.srun_argv(),
+                env={**os.environ, **dict(self.plan.env)} if self.plan.env else None,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,

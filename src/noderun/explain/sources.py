@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun import rundir
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.explain.scanner import is_binary
@@ -29,6 +30,8 @@ class Sources:
     failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # the run is known to have ended well (run.json completed, SLURM COMPLETED): (file, text)
     succeeded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    # how each attempt of a restarted or continued run ended (run.json's attempts)
+    attempts: list[str] = dataclasses.field(default_factory=list)
     _seen: set[Path] = dataclasses.field(default_factory=set, repr=False)
 
     def add(self, path: Path) -> None:
@@ -104,6 +107,7 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
                 record["time"]
             )
     run = _read_json(directory / "run.json")
+    sources.attempts += rundir.attempt_lines(run)
     if run.get("status") in ("failed", "interrupted") or run.get("exit_code") not in (None, 0):
         failure = run.get("failure") or {}
         text = f"run {run.get('status')}: " + (

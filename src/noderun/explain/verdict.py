@@ -37,6 +37,7 @@ class Verdict:
     warnings: list[Finding]
     seen: list[Seen]
     finished: bool
+    attempts: list[str] = dataclasses.field(default_factory=list)  # restarted runs: each one
 
     @property
     def failed(self) -> bool:
@@ -49,6 +50,7 @@ class Verdict:
             "findings": [f.to_dict() for f in self.failures],
             "warnings": [f.to_dict() for f in self.warnings],
             "seen": [s.to_dict() for s in self.seen],
+            "attempts": self.attempts,
         }
 
 
@@ -70,6 +72,7 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
             [*([mismatch] if mismatch else []), *problems, *warnings],
             _seen(ranker, sources),
             True,
+            sources.attempts,
         )
     if any(f.tier is not Tier.LAST_RESORT for f in problems):
         problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
@@ -79,7 +82,7 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
         warnings.insert(0, mismatch)
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
-    return Verdict(problems, warnings, _seen(ranker, sources), False)
+    return Verdict(problems, warnings, _seen(ranker, sources), False, sources.attempts)
 
 
 def _nccl_mismatch(ranker: Ranker) -> Finding | None:

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+
+class Entry(enum.StrEnum):
+    """How a rank starts its program, as torchrun's flags say it."""
+
+    SCRIPT = "script"  # python SCRIPT ARGS
+    MODULE = "module"  # -m/--module: python -m MODULE ARGS
+    EXECUTABLE = "executable"  # --no-python: EXECUTABLE ARGS, no python in front
+
+    def flags(self) -> list[str]:
+        """The torchrun-style flags that select this entry (``[]`` for a script)."""
+        return {Entry.MODULE: ["--module"], Entry.EXECUTABLE: ["--no-python"]}.get(self, [])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +50,7 @@ class LaunchPlan:
     script: str
     script_args: tuple[str, ...]
     nodes: tuple[NodeCommand, ...]
+    entry: Entry = Entry.SCRIPT
 
     @property
     def world_size(self) -> int:
@@ -67,9 +81,9 @@ class LaunchPlan:
 RANK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "rank_entry.py")
 
 
-def rank_command(script: str, script_args: Sequence[str]) -> list[str]:
-    """What a rank's python runs: the rank entry, then the script and its arguments."""
-    return [RANK_ENTRY, script, *script_args]
+def rank_command(script: str, script_args: Sequence[str], entry: Entry = Entry.SCRIPT) -> list[str]:
+    """What a rank's python runs: the rank entry, its entry flag, the program and arguments."""
+    return [RANK_ENTRY, *entry.flags(), script, *script_args]
 
 
 def torchrun_argv(
@@ -84,8 +98,10 @@ def torchrun_argv(
     script: str,
     script_args: Sequence[str],
     python: str = sys.executable,
+    entry: Entry = Entry.SCRIPT,
 ) -> list[str]:
-    """torchrun with static rendezvous (several agents may share one host), no restarts."""
+    """torchrun with static rendezvous (several agents may share one host), no restarts:
+    noderun restarts the whole gang itself (``--max-restarts``)."""
     return [
         python,
         "-m",
@@ -100,7 +116,7 @@ def torchrun_argv(
         f"--log-dir={log_dir}",
         "--redirects=3",
         "--tee=3",
-        *rank_command(script, script_args),
+        *rank_command(script, script_args, entry),
     ]
 
 
@@ -115,6 +131,8 @@ def plan_local(
     run_id: str,
     master_addr: str = "127.0.0.1",
     python: str = sys.executable,
+    entry: Entry = Entry.SCRIPT,
+    env: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """N simulated nodes on this machine, one torchrun agent each, one rendezvous."""
     nodes = tuple(
@@ -133,9 +151,11 @@ def plan_local(
                     script=script,
                     script_args=script_args,
                     python=python,
+                    entry=entry,
                 )
             ),
             env={
+                **(env or {}),
                 "NODERUN_RUN_DIR": str(run_dir),
                 "NODERUN_NODE_RANK": str(node),
                 "PYTHONUNBUFFERED": "1",
@@ -152,4 +172,5 @@ def plan_local(
         script=script,
         script_args=tuple(script_args),
         nodes=nodes,
+        entry=entry,
     )

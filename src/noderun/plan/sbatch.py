@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from noderun.errors import UsageError
+from noderun.plan.launch import Entry
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 
@@ -26,6 +27,17 @@ _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _SIGNAL = re.compile(r"^(?:[BR]{1,2}:)?(?:SIG)?[A-Z0-9]+(?:@\d+)?$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SBATCH_PATH = re.compile(r"^[^\s'\"\\%$`]+$")  # no quoting needed in an #SBATCH line
+# values of #SBATCH options: gres gpu:a100:8, constraint "a&(b|c)", nodelist n[1-3], dependency
+# afterok:1:2 — never a space, quote, backslash, '$', '`', '%', '#' or ';'
+_SBATCH_VALUE = re.compile(r"^[A-Za-z0-9_.,:=+\-\[\]@/|&()!*<>]+$")
+_SBATCH_ARG = re.compile(r"^--([a-z][a-z0-9-]*)(?:=(.+))?$")
+# options noderun sets itself: passing them through would contradict the plan
+_OWNED = {
+    "nodes": "--nodes", "ntasks": "--nproc-per-node", "ntasks-per-node": "--nproc-per-node",
+    "cpus-per-task": "--cpus-per-task", "output": "--run-dir", "error": "--run-dir",
+    "chdir": "the directory you submit from", "wrap": "SCRIPT", "open-mode": "--requeue",
+    "parsable": "noderun's own output", "test-only": "--dry-run", "array": "one job per submit",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +68,55 @@ class SubmitRequest:
     stall: StallPolicy = dataclasses.field(default_factory=StallPolicy)
     # another noderun verb the job runs, e.g. ("doctor", "--run-dir", D); () = `noderun run`
     command: tuple[str, ...] = ()
+    entry: Entry = Entry.SCRIPT  # script, -m module, or --no-python executable
+    run_flags: tuple[str, ...] = ()  # more `noderun run` options (torchrun's, e.g. restarts)
+    gres: str | None = None
+    exclusive: bool = False
+    constraint: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    exclude: str | None = None
+    nodelist: str | None = None
+    dependency: str | None = None
+    sbatch_args: tuple[str, ...] = ()  # any other sbatch option, e.g. "--mail-type=END"
+
+    def extra_options(self) -> list[tuple[str, str | None]]:
+        """The first-class extras and ``--sbatch-arg``s as (name, value or None) pairs."""
+        named = [
+            ("gres", self.gres), ("constraint", self.constraint), ("qos", self.qos),
+            ("reservation", self.reservation), ("exclude", self.exclude),
+            ("nodelist", self.nodelist), ("dependency", self.dependency),
+        ]  # fmt: skip
+        pairs: list[tuple[str, str | None]] = [(k, v) for k, v in named if v is not None]
+        if self.exclusive:
+            pairs.append(("exclusive", None))
+        for arg in self.sbatch_args:
+            match = _SBATCH_ARG.match(arg)
+            if match:
+                pairs.append((match.group(1), match.group(2)))
+        return pairs
+
+    def check_extras(self) -> None:
+        """Each extra option must be one sbatch can read from an #SBATCH line, unquoted, and
+        not one noderun sets itself."""
+        for arg in self.sbatch_args:
+            match = _SBATCH_ARG.match(arg)
+            if not match:
+                raise UsageError(
+                    f"--sbatch-arg {arg!r} is not --option or --option=value",
+                    "pass sbatch's long form, e.g. --sbatch-arg=--mail-type=END",
+                )
+            if match.group(1) in _OWNED:
+                raise UsageError(
+                    f"--sbatch-arg {arg!r}: noderun sets --{match.group(1)} itself",
+                    f"use {_OWNED[match.group(1)]} instead",
+                )
+        for name, value in self.extra_options():
+            if value is not None and not _SBATCH_VALUE.match(value):
+                raise UsageError(
+                    f"--{name} {value!r} has characters an #SBATCH line cannot carry",
+                    "no spaces, quotes, '$', '`', '%', '#' or ';' in sbatch option values",
+                )
 
     def check(self) -> None:
         """Refuse what sbatch would refuse (or misread), with the fix, before anything exists."""
@@ -97,6 +158,7 @@ class SubmitRequest:
                 raise UsageError(
                     f"--env name {key!r} is not a variable name", "use --env NAME=VALUE"
                 )
+        self.check_extras()
         for what, path in (("run directory", self.run_dir), ("working directory", self.workdir)):
             if not _SBATCH_PATH.match(str(path)):
                 raise UsageError(
@@ -117,6 +179,7 @@ class SubmitRequest:
             join_timeout=self.join_timeout,
             master_port=self.master_port,
             python=self.python,
+            entry=self.entry,
         )
 
     def materialize(self) -> SbatchPlan:
@@ -133,7 +196,9 @@ class SbatchPlan:
 
     @property
     def job_name(self) -> str:
-        return self.request.job_name or _NAME_SAFE.sub("_", Path(self.request.script).stem)
+        req = self.request
+        stem = req.script.rsplit(".", 1)[-1] if req.entry is Entry.MODULE else Path(req.script).stem
+        return req.job_name or _NAME_SAFE.sub("_", stem)
 
     def directives(self) -> list[str]:
         """The ``#SBATCH`` options, in a fixed order (golden files pin it)."""
@@ -156,6 +221,10 @@ class SbatchPlan:
             ("output", req.run_dir / "logs" / "slurm-%j.out"),
         ]
         lines = [f"#SBATCH --{key}={value}" for key, value in options if value is not None]
+        lines += [
+            f"#SBATCH --{key}" + ("" if value is None else f"={value}")
+            for key, value in req.extra_options()
+        ]
         if req.requeue:
             # a requeued job reuses its output file: append, or the first run's output is lost
             lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append"]
@@ -179,7 +248,8 @@ class SbatchPlan:
         ]
         if req.master_port is not None:
             argv.append(f"--master-port={req.master_port}")
-        return [*argv, *req.stall.argv(), req.script, *req.script_args]
+        argv += [*req.stall.argv(), *req.run_flags, *req.entry.flags()]
+        return [*argv, req.script, *req.script_args]
 
     def __str__(self) -> str:
         req, step = self.request, self.step

@@ -7,6 +7,8 @@ import enum
 import sys
 from pathlib import Path
 
+from noderun.plan.launch import Entry
+
 # the gate runs before torch is imported, so 20 s is ample and the job ends within 30 s
 DEFAULT_JOIN_TIMEOUT = 20.0
 # srun --wait: once one task has ended, how long the others may take before srun kills them
@@ -40,6 +42,9 @@ class StepPlan:
     nodelist: str | None = None  # srun --nodelist, when using fewer nodes than allocated
     python: str = sys.executable
     wait_seconds: int = SRUN_WAIT_SECONDS
+    entry: Entry = Entry.SCRIPT  # script, -m module, or --no-python executable
+    run_id: str | None = None  # torchrun's --rdzv-id (TORCHELASTIC_RUN_ID); None: the job id
+    env: tuple[tuple[str, str], ...] = ()  # added to srun's environment (restart counts)
 
     @property
     def world_size(self) -> int:
@@ -70,7 +75,9 @@ class StepPlan:
         ]
         if self.master_port is not None:
             argv.append(f"--master-port={self.master_port}")
-        return [*argv, "--", self.script, *self.script_args]
+        if self.run_id is not None:
+            argv.append(f"--run-id={self.run_id}")
+        return [*argv, *self.entry.flags(), "--", self.script, *self.script_args]
 
     def srun_options(self) -> list[str]:
         """srun's own options: fixed task layout, gang kill on a bad exit, bounded wait, labels."""

@@ -75,6 +75,8 @@ def print_verdict(verdict: Verdict) -> None:
         print("no failure found: the run finished")
     else:
         print("no failure found: no line matches a known failure signature")
+    for attempt in verdict.attempts:
+        print(attempt)
     for seen in verdict.seen:
         where = _place(seen.evidence.file, seen.evidence.line, seen.occurrences)
         print(f"seen: {seen.what}: {where}: {seen.evidence.text[:160]}")

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import enum
 import os
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -120,10 +121,15 @@ def switch(*flags: str, help: str, env: bool = False) -> Option:
 
 
 def repeated(
-    *flags: str, help: str, type: Callable[[str], Any] = str, metavar: str | None = None
+    *flags: str,
+    help: str,
+    type: Callable[[str], Any] = str,
+    metavar: str | None = None,
+    env: bool = False,
 ) -> Option:
-    """``--flag VALUE`` given any number of times; the values in order (command line only)."""
-    return Option(flags, help, type, default=(), action="append", metavar=metavar)
+    """``--flag VALUE`` given any number of times; the values in order. ``env=True``: also a
+    list in the config file, or NODERUN_<NAME> split as a shell would (flags replace both)."""
+    return Option(flags, help, type, default=(), action="append", metavar=metavar, settable=env)
 
 
 def positional(
@@ -192,6 +198,12 @@ def _from_outside(
         return None
     if isinstance(raw, bool) and option.action == "store_true":
         return raw
+    if option.action == "append":
+        items = raw if isinstance(raw, list) else shlex.split(str(raw))
+        try:
+            return [option.convert(str(item)) for item in items]
+        except (argparse.ArgumentTypeError, ValueError) as err:
+            raise UsageError(f"{source}={raw!r}: {err}", f"fix or unset {source}") from None
     try:
         return option.convert(str(raw))
     except (argparse.ArgumentTypeError, ValueError) as err:

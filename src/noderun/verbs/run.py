@@ -13,7 +13,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
-from noderun.outcome import Outcome
+from noderun.outcome import Outcome, restart_refusal
 from noderun.plan import LaunchPlan, plan_local
 from noderun.verbs import run_slurm
 from noderun.verbs.options import (
@@ -21,23 +21,51 @@ from noderun.verbs.options import (
     STALL_OPTIONS,
     OptionTable,
     add_verb,
-    existing_script,
     port_number,
-    positive_int,
     stall_policy,
     switch,
     value,
 )
+from noderun.verbs.torchrun_flags import (
+    NPROC_WORDS,
+    TORCHRUN_OPTIONS,
+    TorchrunFlags,
+    check_program,
+    endpoint_port,
+    local_cpus,
+    local_gpus,
+    nnodes_for,
+    nnodes_spec,
+    nproc_spec,
+    read_flags,
+    resolve_nproc,
+    restart_env,
+    run_dir_for,
+)
 
+NPROC_OPTION = value(
+    "--nproc-per-node",
+    "--nproc_per_node",
+    type=nproc_spec,
+    default=1,
+    help="processes per node: a number, or gpu (visible GPUs), cpu (usable CPUs), auto (GPUs if "
+    "any, else CPUs), as torchrun",
+)
 OPTIONS = OptionTable(
     "run",
     (
-        value("--nnodes", type=positive_int, help="nodes (default 1; inside SLURM: all allocated)"),
-        value("--nproc-per-node", type=positive_int, default=1, help="processes per node"),
+        value("--nnodes", type=nnodes_spec, help="nodes (default 1; inside SLURM: all allocated)"),
+        NPROC_OPTION,
         value("--run-dir", type=Path, help="run directory (default runs/<name>-…)"),
-        value("--master-port", type=port_number, help="rendezvous port (default: free)"),
+        value(
+            "--master-port",
+            "--master_port",
+            type=port_number,
+            help="rendezvous port (default: free)",
+        ),
         *STALL_OPTIONS,
         *run_slurm.ALLOCATION_OPTIONS,
+        *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
         *SCRIPT_ARGUMENTS,
     ),
@@ -55,20 +83,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
 
 
-def build_plan(args: argparse.Namespace) -> LaunchPlan:
+def build_plan(
+    args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0, port: int | None = None
+) -> LaunchPlan:
     """Check every input before anything starts; raise UsageError with the fix."""
-    script = existing_script(args.script)
-    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
-    rundir.reuse_or_refuse(run_dir)  # a stopped run continues in place; others are refused
-    port = require_free_port(args.master_port) if args.master_port else free_port()
+    program = check_program(args.script, flags.entry)
+    nnodes = nnodes_for(args, flags) or 1
+    spec = args.nproc_per_node
+    gpus = local_gpus() if spec in NPROC_WORDS and spec != "cpu" else None
+    nproc = resolve_nproc(spec, local_cpus(), gpus)
+    run_dir = run_dir_for(args, flags)
+    if attempt == 0:
+        rundir.reuse_or_refuse(run_dir)  # a stopped run continues in place; others are refused
+    names = ("localhost", "127.0.0.1", socket.gethostname())
+    asked = endpoint_port(flags, "127.0.0.1", names, args.master_port)
+    if port is None:
+        port = require_free_port(asked) if asked else free_port()
     return plan_local(
-        nnodes=args.nnodes or 1,
-        nproc_per_node=args.nproc_per_node,
+        nnodes=nnodes,
+        nproc_per_node=nproc,
         master_port=port,
         run_dir=run_dir,
-        script=str(script.resolve()),
+        script=program,
         script_args=args.script_args,
-        run_id=run_dir.name,
+        run_id=flags.run_id or run_dir.name,
+        entry=flags.entry,
+        env=restart_env(attempt, flags.max_restarts) if flags.max_restarts else None,
     )
 
 
@@ -78,6 +118,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
         "backend": "local",
         "script": plan.script,
         "script_args": list(plan.script_args),
+        "entry": plan.entry.value,
         "topology": {
             "nnodes": plan.nnodes,
             "nproc_per_node": plan.nproc_per_node,
@@ -98,9 +139,11 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
+    flags = read_flags(args)
     if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
-        return run_slurm.main(args)
-    plan = build_plan(args)
+        return run_slurm.main(args, flags=flags)
+    plan = build_plan(args, flags)
+    args.run_dir = plan.run_dir  # a restart continues in the same run directory
     if args.dry_run:
         print(plan)
         return 0
@@ -117,22 +160,52 @@ def main(args: argparse.Namespace) -> int:
     run_json = plan.run_dir / rundir.RUN_JSON
     rundir.take_lock(plan.run_dir)
     try:
-        return _supervise(args, plan, record, run_json)
+        return _supervise(args, flags, plan, record, run_json)
     finally:
         rundir.release_lock(plan.run_dir)
 
 
 def _supervise(
-    args: argparse.Namespace, plan: LaunchPlan, record: dict[str, object], run_json: Path
+    args: argparse.Namespace,
+    flags: TorchrunFlags,
+    plan: LaunchPlan,
+    record: dict[str, object],
+    run_json: Path,
 ) -> int:
-    rundir.write_json_atomic(run_json, record)
-    print(
-        f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
-        f"master 127.0.0.1:{plan.master_port}, run dir {plan.run_dir}",
-        flush=True,
-    )
-    result = LocalSupervisor(plan, stall=stall_policy(args)).run()
-    outcome = result.outcome(plan.run_dir)
+    """Run the gang; after a failure, start it again whole, up to --max-restarts times."""
+    attempt, previous = 0, None
+    while True:
+        rundir.write_json_atomic(run_json, record)
+        print(
+            f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
+            f"master 127.0.0.1:{plan.master_port}, run dir {plan.run_dir}",
+            flush=True,
+        )
+        result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
+        outcome = result.outcome(plan.run_dir)
+        _record_outcome(record, result, outcome)
+        refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
+        if refusal is not None:
+            if flags.max_restarts and outcome.status != "completed":
+                record["restart"] = f"not restarted: {refusal}"
+            rundir.write_json_atomic(run_json, record)
+            _report(plan, result, outcome)
+            return outcome.exit_code
+        attempt, previous = attempt + 1, outcome
+        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
+        print(
+            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
+            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
+            file=sys.stderr,
+            flush=True,
+        )
+        plan = build_plan(args, flags, attempt)
+        fresh = _run_record(plan, sys.argv)
+        fresh["restart_count"] = attempt
+        record = rundir.next_attempt(record, fresh)
+
+
+def _record_outcome(record: dict[str, object], result: RunResult, outcome: Outcome) -> None:
     record.update(outcome.record(rundir.now_iso()))
     record["node_exit_codes"] = {str(k): v for k, v in result.node_exit_codes.items()}
     if result.failure and not result.stalled:  # where and why, as the local backend knows it
@@ -141,9 +214,6 @@ def _supervise(
             local_rank=result.failure.local_rank,
             reason=result.failure.reason(),
         )
-    rundir.write_json_atomic(run_json, record)
-    _report(plan, result, outcome)
-    return outcome.exit_code
 
 
 def _report(plan: LaunchPlan, result: RunResult, outcome: Outcome) -> None:

@@ -20,12 +20,23 @@ from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
-from noderun.outcome import Outcome
+from noderun.outcome import Outcome, restart_refusal
 from noderun.plan import plan_local
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 from noderun.topology import in_slurm_allocation, port_for_job, tasks_per_node
-from noderun.verbs.options import existing_script, stall_policy, value
+from noderun.verbs.options import stall_policy, value
+from noderun.verbs.torchrun_flags import (
+    NPROC_WORDS,
+    TorchrunFlags,
+    check_program,
+    endpoint_port,
+    local_gpus,
+    nnodes_for,
+    resolve_nproc,
+    restart_env,
+    run_dir_for,
+)
 
 # options that matter inside a SLURM allocation; `noderun run` lists them in its table
 ALLOCATION_OPTIONS = (
@@ -49,8 +60,8 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
     return in_slurm_allocation(environ)
 
 
-def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
-    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+def _run_dir(args: argparse.Namespace, flags: TorchrunFlags, job_id: str) -> Path:
+    run_dir = run_dir_for(args, flags)
     run_json = run_dir / rundir.RUN_JSON
     if run_json.exists():
         previous = rundir.read_json(run_json)
@@ -62,12 +73,31 @@ def _run_dir(args: argparse.Namespace, job_id: str) -> Path:
     return run_dir
 
 
-def build_step(args: argparse.Namespace, environ: Mapping[str, str]) -> StepPlan:
+def _nproc(spec: int | str, environ: Mapping[str, str], on_node: bool) -> int:
+    """--nproc-per-node gpu/cpu/auto on an allocated node: SLURM's counts for this job."""
+    if isinstance(spec, int):
+        return spec
+    cpus = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
+    gpus = environ.get("SLURM_GPUS_ON_NODE", "")
+    if gpus.isdigit():
+        count: int | None = int(gpus)
+    else:
+        count = local_gpus() if on_node and spec in NPROC_WORDS and spec != "cpu" else 0
+    return resolve_nproc(spec, min(cpus) if cpus else 1, count)
+
+
+def build_step(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    flags: TorchrunFlags | None = None,
+    attempt: int = 0,
+) -> StepPlan:
     """Check the request against the allocation; raise UsageError with the fix."""
+    flags = flags or TorchrunFlags()
     job_id = environ["SLURM_JOB_ID"]
-    script = existing_script(args.script)
+    program = check_program(args.script, flags.entry)
     allocated = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
-    nnodes = args.nnodes or len(allocated) or 1
+    nnodes = nnodes_for(args, flags) or len(allocated) or 1
     if nnodes > len(allocated):
         raise UsageError(
             f"--nnodes {nnodes} but job {job_id} has {len(allocated)} node(s) "
@@ -76,24 +106,30 @@ def build_step(args: argparse.Namespace, environ: Mapping[str, str]) -> StepPlan
             "--nnodes",
         )
     mode = LaunchMode(args.mode)
+    on_node = environ.get("SLURMD_NODENAME", "") in allocated[:1]
+    nproc = _nproc(args.nproc_per_node, environ, on_node)
     cpus = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
-    if mode is LaunchMode.SRUN and cpus and args.nproc_per_node > min(cpus):
+    if mode is LaunchMode.SRUN and cpus and nproc > min(cpus):
         raise UsageError(
-            f"--nproc-per-node {args.nproc_per_node} in srun mode needs that many CPUs per node, "
+            f"--nproc-per-node {nproc} in srun mode needs that many CPUs per node, "
             f"but job {job_id} has {min(cpus)} on some node",
-            f"allocate with --ntasks-per-node={args.nproc_per_node}, or use --mode torchrun",
+            f"allocate with --ntasks-per-node={nproc}, or use --mode torchrun",
         )
+    node0 = allocated[0] if allocated else "localhost"
     return StepPlan(
         mode=mode,
         nnodes=nnodes,
-        nproc_per_node=args.nproc_per_node,
-        run_dir=_run_dir(args, job_id),
-        script=str(script.resolve()),
+        nproc_per_node=nproc,
+        run_dir=_run_dir(args, flags, job_id),
+        script=program,
         script_args=tuple(args.script_args),
-        join_timeout=args.join_timeout,
-        master_port=args.master_port,
+        join_timeout=flags.join_timeout or args.join_timeout,
+        master_port=endpoint_port(flags, node0, (), args.master_port),
         hosts=tuple(allocated[:nnodes]),
         nodelist=",".join(allocated[:nnodes]) if nnodes < len(allocated) else None,
+        entry=flags.entry,
+        run_id=flags.run_id,
+        env=tuple(restart_env(attempt, flags.max_restarts).items()) if flags.max_restarts else (),
     )
 
 
@@ -114,6 +150,7 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
             "restart_count": int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
             "script": step.script,
             "script_args": list(step.script_args),
+            "entry": step.entry.value,
             "topology": {
                 "nnodes": step.nnodes,
                 "nproc_per_node": step.nproc_per_node,
@@ -132,7 +169,9 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
     return record
 
 
-def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy) -> Outcome:
+def _single_node(
+    step: StepPlan, environ: Mapping[str, str], stall: StallPolicy, flags: TorchrunFlags
+) -> Outcome:
     """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
     port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
     plan = plan_local(
@@ -142,20 +181,71 @@ def _single_node(step: StepPlan, environ: Mapping[str, str], stall: StallPolicy)
         run_dir=step.run_dir,
         script=step.script,
         script_args=step.script_args,
-        run_id=environ["SLURM_JOB_ID"],
+        run_id=step.run_id or environ["SLURM_JOB_ID"],
+        entry=step.entry,
+        env=dict(step.env),
     )
-    return LocalSupervisor(plan, stall=stall).run().outcome(step.run_dir)
+    return LocalSupervisor(plan, stall=stall, show=flags.shown).run().outcome(step.run_dir)
 
 
-def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+def main(
+    args: argparse.Namespace,
+    environ: Mapping[str, str] | None = None,
+    flags: TorchrunFlags | None = None,
+) -> int:
     env = os.environ if environ is None else environ
-    step = build_step(args, env)
+    flags = flags or TorchrunFlags()
+    step = build_step(args, env, flags)
+    args.run_dir = step.run_dir  # a restart continues in the same run directory
     direct = step.nnodes == 1 and step.mode is LaunchMode.TORCHRUN and _on_allocated_node(env, step)
     if args.dry_run:
         print(step.rank_table())
         print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
         return 0
     record = _record(step, env, direct)
+    run_json = step.run_dir / rundir.RUN_JSON
+    attempt, previous = 0, None
+    while True:
+        outcome = _attempt(args, flags, step, env, direct, record)
+        refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
+        if refusal is not None:
+            break
+        attempt, previous = attempt + 1, outcome
+        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
+        print(
+            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
+            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
+            file=sys.stderr,
+            flush=True,
+        )
+        rundir.write_json_atomic(run_json, record)
+        step = build_step(args, env, flags, attempt)
+        fresh = _record(step, env, direct)
+        fresh["restart_count"] = attempt
+        record = rundir.next_attempt(record, fresh)
+    if flags.max_restarts and outcome.status != "completed":
+        record["restart"] = f"not restarted: {refusal}"
+    record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "noderun": metadata.version("noderun"),
+    }
+    rundir.write_json_atomic(run_json, record)
+    write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
+    done = outcome.status == "completed"
+    print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
+    return outcome.exit_code
+
+
+def _attempt(
+    args: argparse.Namespace,
+    flags: TorchrunFlags,
+    step: StepPlan,
+    env: Mapping[str, str],
+    direct: bool,
+    record: dict[str, object],
+) -> Outcome:
+    """Start the whole gang once and wait for it; ``record`` gets its outcome."""
     run_json = step.run_dir / rundir.RUN_JSON
     rundir.write_json_atomic(run_json, record)
     (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -169,19 +259,11 @@ def main(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     )
     stall = stall_policy(args)
     if direct:
-        outcome = _single_node(step, env, stall)
+        outcome = _single_node(step, env, stall, flags)
     else:
-        result = StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"]).run()
+        supervisor = StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"], show=flags.shown)
+        result = supervisor.run()
         record["srun_exit_code"] = result.srun_exit_code
         outcome = result.outcome(step.run_dir)
     record.update(outcome.record(rundir.now_iso()))
-    record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
-        "python": platform.python_version(),
-        "torch": metadata.version("torch"),
-        "noderun": metadata.version("noderun"),
-    }
-    rundir.write_json_atomic(run_json, record)
-    write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
-    done = outcome.status == "completed"
-    print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
-    return outcome.exit_code
+    return outcome

@@ -17,13 +17,22 @@ from noderun.verbs.options import (
     STALL_OPTIONS,
     OptionTable,
     add_verb,
-    existing_script,
     port_number,
     positive_int,
     repeated,
     stall_policy,
     switch,
     value,
+)
+from noderun.verbs.torchrun_flags import (
+    CONSOLE_OPTIONS,
+    ENTRY_OPTIONS,
+    RESTART_OPTIONS,
+    TorchrunFlags,
+    check_program,
+    nproc_spec,
+    read_flags,
+    run_dir_for,
 )
 
 SCRIPT_NAME = "job.sbatch"
@@ -40,7 +49,13 @@ OPTIONS = OptionTable(
     "submit",
     (
         value("--nodes", type=positive_int, default=1, help="nodes"),
-        value("--nproc-per-node", type=positive_int, default=1, help="ranks per node"),
+        value(
+            "--nproc-per-node",
+            "--nproc_per_node",
+            type=nproc_spec,
+            default=1,
+            help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+        ),
         value("--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="who starts the ranks"),
         value("--partition", help="partition (default: the cluster's default)"),
         value("--account", help="account to charge"),
@@ -52,6 +67,21 @@ OPTIONS = OptionTable(
         repeated("--env", type=_env_pair, metavar="K=V", help="export K=V in the job (repeatable)"),
         value("--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'"),
         switch("--requeue", help="let SLURM requeue the job"),
+        value("--gres", help="generic resources per node, e.g. gpu:8 or gpu:a100:4"),
+        switch("--exclusive", help="whole nodes, shared with no other job", env=True),
+        value("--constraint", help="node features, e.g. a100 or 'ib&a100'"),
+        value("--qos", help="quality of service"),
+        value("--reservation", help="run in this reservation"),
+        value("--exclude", help="nodes not to use, e.g. node[3-4]"),
+        value("--nodelist", help="nodes to use, e.g. node[1-2]"),
+        value("--dependency", help="start after other jobs, e.g. afterok:1234"),
+        repeated(
+            "--sbatch-arg",
+            metavar="--OPT[=V]",
+            env=True,
+            help="any other sbatch option, as sbatch spells it (repeatable; a list "
+            "`sbatch_arg = [...]` in [submit] of noderun.toml)",
+        ),
         value("--signal", help="signal before the time limit, e.g. USR1@90"),
         value("--run-dir", type=Path, help="run directory on the shared filesystem"),
         value("--master-port", type=port_number, help="rendezvous port (default: from job id)"),
@@ -62,6 +92,9 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
+        *ENTRY_OPTIONS,
+        *RESTART_OPTIONS,
+        *CONSOLE_OPTIONS,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
         *SCRIPT_ARGUMENTS,
@@ -81,17 +114,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
 
 
+def submit_nproc(spec: int | str, gpus_per_node: int | None) -> int:
+    """--nproc-per-node for a job not yet placed: gpu/auto are the GPUs asked for per node."""
+    if isinstance(spec, int):
+        return spec
+    if spec in ("gpu", "auto") and gpus_per_node:
+        return gpus_per_node
+    raise UsageError(
+        f"--nproc-per-node {spec}: the nodes are not known before the job starts",
+        "pass a number, or --gpus-per-node N with --nproc-per-node gpu",
+    )
+
+
 def build_request(args: argparse.Namespace) -> SubmitRequest:
-    script = existing_script(args.script)
-    run_dir = (args.run_dir or rundir.new_run_dir(args.script)).resolve()
+    flags: TorchrunFlags = read_flags(args)
+    program = check_program(args.script, flags.entry)
+    run_dir = run_dir_for(args, flags)
     rundir.reuse_or_refuse(run_dir, job_alive)  # a stopped run continues in place
     return SubmitRequest(
-        script=str(script.resolve()),
+        script=program,
         run_dir=run_dir,
         workdir=Path.cwd(),
         script_args=tuple(args.script_args),
         nodes=args.nodes,
-        nproc_per_node=args.nproc_per_node,
+        nproc_per_node=submit_nproc(args.nproc_per_node, args.gpus_per_node),
         mode=LaunchMode(args.mode),
         partition=args.partition,
         account=args.account,
@@ -108,6 +154,17 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         join_timeout=args.join_timeout,
         python=sys.executable,
         stall=stall_policy(args),
+        entry=flags.entry,
+        run_flags=tuple(flags.run_argv()),
+        gres=args.gres,
+        exclusive=args.exclusive,
+        constraint=args.constraint,
+        qos=args.qos,
+        reservation=args.reservation,
+        exclude=args.exclude,
+        nodelist=args.nodelist,
+        dependency=args.dependency,
+        sbatch_args=tuple(args.sbatch_arg),
     )
 
 
@@ -170,10 +227,13 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         if shutil.which("sinfo"):
             check_cluster(request)
+        if shutil.which("sbatch"):
+            slurm.sbatch_test(str(plan))
         sys.stdout.write(plan.dry_run_text())
         return 0
     slurm.require_command("sbatch")
     check_cluster(request)
+    slurm.sbatch_test(str(plan))  # a request SLURM would refuse: one line, nothing submitted
     created = not request.run_dir.exists()
     try:
         job_id = slurm.sbatch(write_job(plan))

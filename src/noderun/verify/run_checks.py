@@ -210,10 +210,20 @@ def _scanner() -> Scanner:
     return Scanner()
 
 
+def check_attempts(ev: RunEvidence, _: Expectations) -> Check:
+    """Every attempt of a restarted or continued run, and how it ended."""
+    lines = rundir.attempt_lines(ev.run_record or {})
+    if not lines:
+        return skipped("attempts", "one attempt")
+    detail = f"{len(lines)} attempts: " + "; ".join(line.split(": ", 1)[1] for line in lines)
+    return warned("attempts", detail, "earlier attempts failed: see `noderun explain` for why")
+
+
 # name -> check, in report order; the names are what --skip and --require take
 RUN_DIR_CHECKS: dict[str, CheckFn] = {
     "run-json": check_run_json,
     "run-status": check_run_status,
+    "attempts": check_attempts,
     **GROUP_CHECKS,
     "metrics": check_metrics_file,
     "epochs": check_epochs,

@@ -1,0 +1,79 @@
+"""Any sbatch option through `noderun submit`, checked by `sbatch --test-only` first, on the
+real lab: first-class flags, --sbatch-arg pass-through, and the [submit] table of noderun.toml."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCRIPTS, noderun
+from tests.slurm.lab import job_id_of, require_lab, wait
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+PLAIN = str(SCRIPTS / "plain_torch.py")
+
+
+def show_job(job_id: str) -> str:
+    done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_exclusive_and_a_passed_through_option_reach_slurm(tmp_path: Path) -> None:
+    require_lab()
+    mark = f"noderun-{secrets.token_hex(3)}"
+    result = noderun(
+        ["submit", "--nodes", "2", "--exclusive", f"--sbatch-arg=--comment={mark}",
+         "--sbatch-arg=--mail-type=END", "--run-dir", str(tmp_path / "run"), PLAIN],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job_id = job_id_of(result.stdout)
+    shown = show_job(job_id)  # read while SLURM still holds the job
+    assert f"Comment={mark}" in shown and "MailType=END" in shown
+    assert "OverSubscribe=NO" in shown  # what --exclusive sets
+    assert wait(job_id).state == "COMPLETED"
+
+
+def test_submit_table_of_noderun_toml_sets_cluster_defaults(tmp_path: Path) -> None:
+    require_lab()
+    mark = f"from-config-{secrets.token_hex(3)}"
+    (tmp_path / "noderun.toml").write_text(
+        f'[submit]\nexclusive = true\nsbatch_arg = ["--comment={mark}"]\n'
+    )
+    result = noderun(["submit", "--run-dir", str(tmp_path / "run"), PLAIN], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    job_id = job_id_of(result.stdout)
+    shown = show_job(job_id)
+    assert f"Comment={mark}" in shown and "OverSubscribe=NO" in shown
+    assert wait(job_id).state == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--constraint", "nosuchfeature"], "Invalid feature specification"),
+        (["--nodelist", "node9"], "Invalid node name specified"),
+        (["--sbatch-arg=--mail-type=BOGUS"], "Invalid --mail-type specification"),
+        (["--reservation", "nosuchreservation"], "reservation is invalid"),
+    ],
+)
+def test_what_sbatch_would_refuse_is_one_line_and_nothing_is_submitted(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    require_lab()
+    name = f"refused-{secrets.token_hex(3)}"
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["submit", "--job-name", name, "--run-dir", str(run_dir), *args, PLAIN], cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert said in result.stderr and "sbatch --test-only refused" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not run_dir.exists()
+    queued = subprocess.run(["squeue", "-h", "-n", name], capture_output=True, text=True)
+    history = subprocess.run(["sacct", "-n", "-X", "--name", name], capture_output=True, text=True)
+    assert queued.stdout.strip() == "" and history.stdout.strip() == ""
