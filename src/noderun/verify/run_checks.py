@@ -212,10 +212,14 @@ def _scanner() -> Scanner:
 
 def check_attempts(ev: RunEvidence, _: Expectations) -> Check:
     """Every attempt of a restarted or continued run, and how it ended."""
-    lines = rundir.attempt_lines(ev.run_record or {})
+    record = ev.run_record or {}
+    lines = rundir.attempt_lines(record)
     if not lines:
-        return skipped("attempts", "one attempt")
+        return passed("attempts", "one attempt")
     detail = f"{len(lines)} attempts: " + "; ".join(line.split(": ", 1)[1] for line in lines)
+    earlier = record.get("attempts") or []
+    if all(a.get("status") in ("preempted", "interrupted") for a in earlier):
+        return passed("attempts", detail)  # stopped from outside, continued: nothing went wrong
     return warned("attempts", detail, "earlier attempts failed: see `noderun explain` for why")
 
 
