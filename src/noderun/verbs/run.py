@@ -28,6 +28,7 @@ from noderun.verbs.options import (
     switch,
     value,
 )
+from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 
 OPTIONS = OptionTable(
     "run",
@@ -37,6 +38,7 @@ OPTIONS = OptionTable(
         value("--run-dir", type=Path, help="run directory (default runs/<name>-…)"),
         value("--master-port", type=port_number, help="rendezvous port (default: free)"),
         *STALL_OPTIONS,
+        PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
         *SCRIPT_ARGUMENTS,
@@ -98,6 +100,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 
 def main(args: argparse.Namespace) -> int:
+    os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
         return run_slurm.main(args)
     plan = build_plan(args)
@@ -142,6 +145,7 @@ def _supervise(
             reason=result.failure.reason(),
         )
     rundir.write_json_atomic(run_json, record)
+    report_profile(plan.run_dir, args)
     _report(plan, result, outcome)
     return outcome.exit_code
 

@@ -25,6 +25,7 @@ from noderun.verbs.options import (
     switch,
     value,
 )
+from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 
 SCRIPT_NAME = "job.sbatch"
 
@@ -62,6 +63,7 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
+        PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
         *SCRIPT_ARGUMENTS,
@@ -100,7 +102,7 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         mem=args.mem,
         gpus_per_node=args.gpus_per_node,
         job_name=args.job_name,
-        env=tuple(args.env),
+        env=(*args.env, *profile_env(args).items()),
         setup=args.setup,
         requeue=args.requeue,
         signal=args.signal,
@@ -184,7 +186,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)
     if not args.wait:
         return 0
-    return follow(job_id, request.run_dir)
+    code = follow(job_id, request.run_dir)
+    report_profile(request.run_dir, args)
+    return code
 
 
 def follow(job_id: str, run_dir: Path) -> int:
