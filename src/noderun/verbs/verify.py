@@ -31,6 +31,10 @@ OPTIONS = OptionTable(
             help="run directory of a finished run, or its job id",
         ),
         switch("--json", help="print the report as JSON"),
+        switch(
+            "--summary",
+            help="also write EXECUTION_SUMMARY.md (+ losses.png) in the run directory",
+        ),
         value("--world-size", type=positive_int, env=False, help="expected ranks [run.json]"),
         value("--nnodes", type=positive_int, env=False, help="expected nodes (default: run.json)"),
         value("--backend", choices=("gloo", "nccl"), env=False, help="expected backend"),
@@ -89,6 +93,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_report(report)
         print_profile(run_dir)
+    if args.summary:
+        from noderun.verify.summary import write_summary
+
+        path = write_summary(run_dir, report)
+        print(f"summary: {path}", file=sys.stderr if args.json else sys.stdout, flush=True)
     return 0 if report.healthy else 1
 
 
