@@ -76,3 +76,14 @@ def test_missing_sacct_summary_fails(jobs, tmp_path, capsys):
 def test_unknown_job_id_is_one_line_exit_2(capsys):
     assert cli.main(["verify", "987654321"]) == 2
     assert "unknown SLURM job id 987654321" in capsys.readouterr().err
+
+
+def test_summary_of_a_job_holds_its_accounting(jobs):
+    job, run_dir = jobs["ok"]
+    assert cli.main(["verify", str(run_dir), "--summary"]) == 0
+    summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
+    assert "## SLURM accounting" in summary
+    for line in (run_dir / "sacct_summary.txt").read_text().strip().splitlines():
+        assert line in summary
+    assert f"| job id | {job} |" in summary
+    assert "| rank | node | host |" in summary and "node2" in summary

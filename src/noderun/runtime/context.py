@@ -21,7 +21,8 @@ import torch.distributed as dist
 
 from noderun import atomic, failures
 from noderun.errors import NoderunError
-from noderun.runtime import heartbeat
+from noderun.plan.profile import PROFILE_ENV, parse_profile
+from noderun.runtime import heartbeat, profiling
 from noderun.runtime.rendezvous import fail_fast_store
 from noderun.topology import Launcher, Topology
 
@@ -83,12 +84,14 @@ class Context:
 
     def all_reduce_mean(self, value: T) -> T:
         """Mean over ranks of a float, a tensor, or a dict of floats; same type back."""
-        reduced: T = self._all_reduce(value, mean=True)
+        with profiling.phase("comm"):
+            reduced: T = self._all_reduce(value, mean=True)
         return reduced
 
     def all_reduce_sum(self, value: T) -> T:
         """Sum over ranks of a float, a tensor, or a dict of floats; same type back."""
-        reduced: T = self._all_reduce(value, mean=False)
+        with profiling.phase("comm"):
+            reduced: T = self._all_reduce(value, mean=False)
         return reduced
 
     def _all_reduce(self, value: Any, mean: bool) -> Any:
@@ -148,6 +151,12 @@ class Context:
         return DataLoader(dataset, batch_size=batch_size, sampler=sampler, **kwargs)
 
     @staticmethod
+    def profile(batches: Iterable[T]) -> Iterable[T]:
+        """``batches`` with each fetch starting a step for ``--profile`` (a loop that uses
+        neither ``EpochTimer.iterate`` nor ``Checkpointer.steps``); unchanged when it is off."""
+        return profiling.profile_batches(batches)
+
+    @staticmethod
     def set_epoch(loader: torch.utils.data.DataLoader[Any], epoch: int) -> None:
         """Reshuffle a ``loader()`` for ``epoch`` (the step people forget)."""
         sampler = loader.sampler
@@ -172,13 +181,16 @@ class Context:
         A single process gets the model on its device, unwrapped."""
         model = model.to(self.device)
         if not self.distributed:
-            return model
-        if shard:
-            return _fully_shard(model, self.device, layers, mixed_precision)
-        from torch.nn.parallel import DistributedDataParallel
+            pass
+        elif shard:
+            model = _fully_shard(model, self.device, layers, mixed_precision)
+        else:
+            from torch.nn.parallel import DistributedDataParallel
 
-        ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            model = DistributedDataParallel(model, device_ids=ids)
+        profiling.watch(model)  # --profile: its forward and backward become phases
+        return model
 
     def shutdown(self, *, synchronize: bool = True) -> None:
         """Destroy the process group; safe to call twice and at exit.
@@ -190,6 +202,9 @@ class Context:
         if self._closed:
             return
         self._closed = True
+        profiler = profiling.current()
+        if profiler is not None:  # the run ended inside (or before) the profiling window
+            profiler.finish(ended_early=True)
         if not self.distributed:
             return
         if synchronize:
@@ -237,6 +252,10 @@ def init(
         device = torch.device("cpu")
     join_timeout = _env_float(env, "NODERUN_JOIN_TIMEOUT", DEFAULT_JOIN_TIMEOUT)
     timeout = _env_float(env, "NODERUN_TIMEOUT", DEFAULT_COLLECTIVE_TIMEOUT)
+    try:
+        parse_profile(env.get(PROFILE_ENV, ""))  # refused before any rank waits for another
+    except ValueError as err:
+        raise NoderunError(f"{PROFILE_ENV}: {err}", f"fix or unset {PROFILE_ENV}") from None
     ctx = Context(topo, chosen, device, Path("."))
     if topo.is_distributed:
         pg_timeout = datetime.timedelta(seconds=timeout)
@@ -258,6 +277,7 @@ def init(
         _write_runtime_json(ctx, hosts, time.monotonic() - started)
     atexit.register(ctx.shutdown, synchronize=False)
     heartbeat.install(ctx.rank, env)
+    profiling.install(ctx.rank, ctx.run_dir, env, cuda=device.type == "cuda")
     global _active
     _active = ctx
     _record_uncaught(ctx)

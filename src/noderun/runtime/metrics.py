@@ -152,7 +152,9 @@ class EpochTimer:
 
     def iterate(self, batches: Iterable[T]) -> Iterator[T]:
         """Yield from ``batches``, timing how long each batch took to arrive."""
-        iterator = iter(batches)
+        from noderun.runtime import profiling  # imports torch: not at module level
+
+        iterator = iter(profiling.profile_batches(batches))
         while True:
             began = time.perf_counter()
             try:

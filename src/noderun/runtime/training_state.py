@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import torch
 
 from noderun.errors import UsageError
-from noderun.runtime import checkpoint, heartbeat, rng, sharded
+from noderun.runtime import checkpoint, heartbeat, profiling, rng, sharded
 from noderun.runtime.context import Context
 from noderun.runtime.model_state import check_shapes, is_sharded, per_rank_state, unwrap
 from noderun.runtime.rank_states import RankStateGather
@@ -103,6 +103,10 @@ class Checkpointer:
         unless ``wait`` (use it before exiting, e.g. on preemption). The next save or resume
         waits for it first.
         """
+        with profiling.phase("checkpoint"):
+            return self._save(position, extra, wait)
+
+    def _save(self, position: Position, extra: Mapping[str, Any] | None, wait: bool) -> Path:
         self.wait()
         collect = self._gather.start((rng.capture(), dict(extra or {})))  # rank 0 gets it later
         trainer: dict[str, Any] = {
@@ -224,7 +228,7 @@ class Checkpointer:
         if self._pending_rng is not None:
             rng.restore(self._pending_rng)
             self._pending_rng = None
-        for item in enumerate(iterator, start=first):
+        for item in enumerate(profiling.profile_batches(iterator), start=first):
             heartbeat.beat()  # the stall watcher's step counter
             yield item
 

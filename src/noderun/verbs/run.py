@@ -26,6 +26,7 @@ from noderun.verbs.options import (
     switch,
     value,
 )
+from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 from noderun.verbs.torchrun_flags import (
     NPROC_WORDS,
     TORCHRUN_OPTIONS,
@@ -64,6 +65,7 @@ OPTIONS = OptionTable(
             help="rendezvous port (default: free)",
         ),
         *STALL_OPTIONS,
+        PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
@@ -140,6 +142,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
+    os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
         return run_slurm.main(args, flags=flags)
     plan = build_plan(args, flags)
@@ -189,6 +192,7 @@ def _supervise(
             if flags.max_restarts and outcome.status != "completed":
                 record["restart"] = f"not restarted: {refusal}"
             rundir.write_json_atomic(run_json, record)
+            report_profile(plan.run_dir, args)
             _report(plan, result, outcome)
             return outcome.exit_code
         attempt, previous = attempt + 1, outcome

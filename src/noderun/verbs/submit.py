@@ -24,6 +24,7 @@ from noderun.verbs.options import (
     switch,
     value,
 )
+from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 from noderun.verbs.torchrun_flags import (
     CONSOLE_OPTIONS,
     ENTRY_OPTIONS,
@@ -95,6 +96,7 @@ OPTIONS = OptionTable(
         *ENTRY_OPTIONS,
         *RESTART_OPTIONS,
         *CONSOLE_OPTIONS,
+        PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
         *SCRIPT_ARGUMENTS,
@@ -146,7 +148,7 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         mem=args.mem,
         gpus_per_node=args.gpus_per_node,
         job_name=args.job_name,
-        env=tuple(args.env),
+        env=(*args.env, *profile_env(args).items()),
         setup=args.setup,
         requeue=args.requeue,
         signal=args.signal,
@@ -244,7 +246,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)
     if not args.wait:
         return 0
-    return follow(job_id, request.run_dir)
+    code = follow(job_id, request.run_dir)
+    report_profile(request.run_dir, args)
+    return code
 
 
 def follow(job_id: str, run_dir: Path) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun.verbs.options import (
@@ -30,6 +31,10 @@ OPTIONS = OptionTable(
             help="run directory of a finished run, or its job id",
         ),
         switch("--json", help="print the report as JSON"),
+        switch(
+            "--summary",
+            help="also write EXECUTION_SUMMARY.md (+ losses.png) in the run directory",
+        ),
         value("--world-size", type=positive_int, env=False, help="expected ranks [run.json]"),
         value("--nnodes", type=positive_int, env=False, help="expected nodes (default: run.json)"),
         value("--backend", choices=("gloo", "nccl"), env=False, help="expected backend"),
@@ -81,12 +86,29 @@ def main(args: argparse.Namespace) -> int:
         skip=frozenset(args.skip),
         require=frozenset(required),
     )
-    report = verify_run_dir(resolve_target(args.target), expect)
+    run_dir = resolve_target(args.target)
+    report = verify_run_dir(run_dir, expect)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=str))
     else:
         print_report(report)
+        print_profile(run_dir)
+    if args.summary:
+        from noderun.verify.summary import write_summary
+
+        path = write_summary(run_dir, report)
+        print(f"summary: {path}", file=sys.stderr if args.json else sys.stdout, flush=True)
     return 0 if report.healthy else 1
+
+
+def print_profile(run_dir: Path) -> None:
+    """The per-rank step-time table of a run started with ``--profile`` (nothing otherwise)."""
+    from noderun.verify.profile_report import load_profiles, render
+
+    profiles = load_profiles(run_dir)
+    if profiles:
+        print()
+        print(render(profiles), end="", flush=True)
 
 
 def print_report(report: Report) -> None:
