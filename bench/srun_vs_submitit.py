@@ -70,13 +70,11 @@ def time_noderun(run_dir: Path, nodes: int, tasks: int) -> float:
     return elapsed
 
 
-def timeline(run_dir: Path) -> str:
+def stages(run_dir: Path) -> str:
+    from noderun import timeline
+
     record = json.loads((run_dir / "run.json").read_text())
-    stages = record.get("timeline") or {}
-    if not stages:
-        return "  (no timeline in run.json)"
-    first = min(stages.values())
-    return "\n".join(f"  {t - first:6.2f} s  {name}" for name, t in stages.items())
+    return "\n".join(f"  {line}" for line in timeline.table(record.get("timeline") or []))
 
 
 def main() -> None:
@@ -99,7 +97,7 @@ def main() -> None:
                 else:
                     theirs.append(time_submitit(root / f"s{rep}", *shape))
             print(f"rep {rep + 1}: noderun {ours[-1]:.2f} s  submitit {theirs[-1]:.2f} s")
-        print(f"noderun stages of its last job:\n{timeline(root / f'n{args.reps - 1}')}")
+        print(f"noderun stages of its last job:\n{stages(root / f'n{args.reps - 1}')}")
     paired = [o / t for o, t in zip(ours, theirs, strict=True)]
     print(
         f"median: noderun {statistics.median(ours):.2f} s, submitit "

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from noderun import timeline
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.node_gate import NodeGate
@@ -252,6 +253,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         options, command = split_command(sys.argv[1:] if argv is None else argv)
         parser = _parser()
         spec = resolve(parser.parse_args(options), env)
+        timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
         gate = NodeGate(
@@ -265,6 +267,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
         )
         gate.wait()
+        timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
     except NoderunError as err:
         _fail(err)
     new_argv = exec_argv(spec, command, sys.executable)

@@ -15,6 +15,7 @@ from noderun.errors import RendezvousTimeoutError, UsageError
 
 _READ_TIMEOUT = 5.0
 _RETRY_SECONDS = 0.1
+_FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _RETRY_SECONDS
 
 
 class GateError(RendezvousTimeoutError):
@@ -160,6 +161,7 @@ class NodeGate:
     def _join(self) -> None:
         deadline = time.monotonic() + self.join_timeout
         last_error = "no answer"
+        pause = _FIRST_RETRY_SECONDS  # node 0 is usually a few ms from listening: retry soon
         while time.monotonic() < deadline:
             try:
                 conn = socket.create_connection(
@@ -167,7 +169,8 @@ class NodeGate:
                 )
             except OSError as err:
                 last_error = err.strerror or type(err).__name__
-                time.sleep(_RETRY_SECONDS)
+                time.sleep(pause)
+                pause = min(pause * 1.5, _RETRY_SECONDS)
                 continue
             with conn:
                 _send_line(conn, f"HELLO {self.index} {self.host}")

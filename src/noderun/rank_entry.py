@@ -27,6 +27,7 @@ import runpy
 import signal
 import sys
 import threading
+import time
 import types
 from types import TracebackType
 
@@ -153,5 +154,25 @@ def _finish(status: int) -> None:
     os._exit(status)
 
 
+def _stamp(stage: str) -> None:
+    """A line of ``logs/timeline.jsonl`` (the format of noderun/timeline.py), best effort."""
+    run_dir = os.environ.get("NODERUN_RUN_DIR")
+    if not run_dir:
+        return
+    who = f"rank{os.environ.get('RANK', '?')}"
+    line = f'{{"stage": "{stage}", "t": {time.time()!r}, "who": "{who}"}}\n'
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.join(run_dir, "logs", "timeline.jsonl"), _APPEND, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+
 if __name__ == "__main__":
-    _finish(_run(sys.argv[1:]))
+    _stamp("rank_started")
+    _status = _run(sys.argv[1:])
+    _stamp("rank_exited")
+    _finish(_status)

@@ -56,7 +56,9 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
         )
         assert signalled.returncode == 0, signalled.stderr
         states: list[str] = []
-        final = wait_for_job(job, poll=0.5, on_change=lambda s: states.append(s.state))
+        final = wait_for_job(
+            job, poll=0.5, max_poll=0.5, on_change=lambda s: states.append(s.state)
+        )
     finally:
         subprocess.run(["scancel", job], capture_output=True, check=False)
     shown = subprocess.run(

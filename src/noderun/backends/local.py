@@ -18,7 +18,7 @@ from typing import IO
 
 import psutil
 
-from noderun import failures
+from noderun import failures, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
@@ -213,12 +213,14 @@ class LocalSupervisor:
                     )
                     thread.start()
                     threads.append(thread)
+            timeline.stamp(self.plan.run_dir, "step_started", "launcher")
             if self.on_start:
                 self.on_start([p.pid for p in procs.values()])
             if self.stall:
                 self.stall.start(roots=[p.pid for p in procs.values()])
             failed_node = self._watch(procs)
             failed_nodes = self._settle(procs, failed_node)
+            timeline.stamp(self.plan.run_dir, "step_ended", "launcher")
         finally:
             if self.stall:
                 self.stall.stop()

@@ -247,13 +247,20 @@ def run_step(
 
 def wait_for_job(
     job_id: str,
-    poll: float = 0.25,
+    poll: float = 0.1,
     on_change: Callable[[JobState], None] | None = None,
     on_poll: Callable[[], None] | None = None,
+    ending: Callable[[], bool] | None = None,
+    max_poll: float = 2.0,
 ) -> JobState:
-    """Poll until the job reaches a final state; report each state change."""
+    """Poll until the job reaches a final state; report each state change.
+
+    The interval starts at ``poll`` and grows by 10% per poll up to ``max_poll`` (a short
+    job is seen to end at once, a long one costs slurmctld little); once ``ending()`` says
+    the job is about to end (its launcher wrote the final run.json), it is ``poll / 2``."""
     last: str | None = None
     missing_since: float | None = None
+    interval = poll
     while True:
         state = job_state(job_id)
         if on_poll:
@@ -271,7 +278,9 @@ def wait_for_job(
             last = state.state
             if state.final:
                 return state
-        time.sleep(poll)
+        soon = ending is not None and ending()
+        interval = poll / 2 if soon else min(interval * 1.1, max_poll)
+        time.sleep(interval)
 
 
 def _sacct_rows(job_id: str) -> tuple[list[list[str]] | None, str]:

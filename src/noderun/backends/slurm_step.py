@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from noderun import failures
+from noderun import failures, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
@@ -199,6 +199,7 @@ class StepSupervisor:
                 text=True,
                 errors="replace",
             )
+            timeline.stamp(self.plan.run_dir, "step_started", "launcher")
             for stream in (self._proc.stdout, self._proc.stderr):
                 assert stream is not None
                 thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
@@ -207,6 +208,7 @@ class StepSupervisor:
             if self.stall:
                 self.stall.start()
             code = self._proc.wait()
+            timeline.stamp(self.plan.run_dir, "step_ended", "launcher")
         finally:
             if self.stall:
                 self.stall.stop()

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from noderun import atomic, failures
+from noderun import atomic, failures, timeline
 from noderun.errors import NoderunError
 from noderun.plan.profile import PROFILE_ENV, parse_profile
 from noderun.runtime import heartbeat, profiling
@@ -272,6 +272,8 @@ def init(
                 timeout=pg_timeout,
             )
     ctx.run_dir = Path(run_dir) if run_dir else ctx.broadcast_object(_default_run_dir(env))
+    if env.get("NODERUN_RUN_DIR"):  # a noderun launcher keeps the job's timeline
+        timeline.stamp(ctx.run_dir, "process_group_up", f"rank{ctx.rank}")
     hosts = ctx.gather_object(socket.gethostname())
     if ctx.is_main:
         _write_runtime_json(ctx, hosts, time.monotonic() - started)

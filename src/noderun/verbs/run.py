@@ -7,10 +7,11 @@ import os
 import platform
 import socket
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
-from noderun import rundir
+from noderun import rundir, timeline
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, restart_refusal
@@ -177,7 +178,9 @@ def _supervise(
 ) -> int:
     """Run the gang; after a failure, start it again whole, up to --max-restarts times."""
     attempt, previous = 0, None
+    since = timeline.process_start()
     while True:
+        timeline.stamp(plan.run_dir, "launcher_started", "launcher", at=since)
         rundir.write_json_atomic(run_json, record)
         print(
             f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
@@ -185,8 +188,10 @@ def _supervise(
             flush=True,
         )
         result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
+        timeline.stamp(plan.run_dir, "teardown_done", "launcher")
         outcome = result.outcome(plan.run_dir)
         _record_outcome(record, result, outcome)
+        record["timeline"] = timeline.gather(plan.run_dir, since)
         refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
         if refusal is not None:
             if flags.max_restarts and outcome.status != "completed":
@@ -204,6 +209,7 @@ def _supervise(
             flush=True,
         )
         plan = build_plan(args, flags, attempt)
+        since = time.time()
         fresh = _run_record(plan, sys.argv)
         fresh["restart_count"] = attempt
         record = rundir.next_attempt(record, fresh)

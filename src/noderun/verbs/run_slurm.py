@@ -10,11 +10,12 @@ import argparse
 import os
 import platform
 import sys
+import time
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from noderun import rundir
+from noderun import rundir, timeline
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
@@ -206,7 +207,8 @@ def main(
     run_json = step.run_dir / rundir.RUN_JSON
     attempt, previous = 0, None
     while True:
-        outcome = _attempt(args, flags, step, env, direct, record)
+        since = timeline.process_start() if attempt == 0 else None
+        outcome = _attempt(args, flags, step, env, direct, record, since)
         refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
         if refusal is not None:
             break
@@ -232,6 +234,7 @@ def main(
     }
     rundir.write_json_atomic(run_json, record)
     write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
+    timeline.stamp(step.run_dir, "accounting_written", "launcher")
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
     return outcome.exit_code
@@ -244,9 +247,13 @@ def _attempt(
     env: Mapping[str, str],
     direct: bool,
     record: dict[str, object],
+    since: float | None = None,
 ) -> Outcome:
-    """Start the whole gang once and wait for it; ``record`` gets its outcome."""
+    """Start the whole gang once and wait for it; ``record`` gets its outcome and timeline
+    (stages from ``since``, default now)."""
     run_json = step.run_dir / rundir.RUN_JSON
+    since = since or time.time()
+    timeline.stamp(step.run_dir, "launcher_started", "launcher", at=since)
     rundir.write_json_atomic(run_json, record)
     (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     for rank in range(step.world_size):  # one log per rank, even for a rank that prints nothing
@@ -265,5 +272,7 @@ def _attempt(
         result = supervisor.run()
         record["srun_exit_code"] = result.srun_exit_code
         outcome = result.outcome(step.run_dir)
+    timeline.stamp(step.run_dir, "teardown_done", "launcher")
     record.update(outcome.record(rundir.now_iso()))
+    record["timeline"] = timeline.gather(step.run_dir, since)
     return outcome

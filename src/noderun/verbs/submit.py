@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from noderun import rundir
+from noderun import rundir, timeline
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
@@ -243,16 +243,28 @@ def main(args: argparse.Namespace) -> int:
         if created:  # nothing half-written: the run directory goes with the refused job
             shutil.rmtree(request.run_dir, ignore_errors=True)
         raise
+    timeline.stamp(request.run_dir, "submit_started", "submit", at=timeline.process_start())
+    timeline.stamp(request.run_dir, "submitted", "submit")
     print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)
     if not args.wait:
         return 0
-    code = follow(job_id, request.run_dir)
+    code = follow(job_id, request.run_dir, since=timeline.process_start())
     report_profile(request.run_dir, args)
     return code
 
 
-def follow(job_id: str, run_dir: Path) -> int:
-    """Print state changes and the job's console until it ends; return its exit code."""
+def _ended(run_dir: Path) -> bool:
+    """The job's launcher wrote its final run.json: the job ends in a moment."""
+    try:
+        status = rundir.read_json(run_dir / rundir.RUN_JSON).get("status")
+    except (OSError, ValueError):
+        return False
+    return status not in (None, "submitted", "running")
+
+
+def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
+    """Print state changes and the job's console until it ends; return its exit code.
+    run.json gets the job's whole timeline, from ``since`` (this command's start)."""
     console = run_dir / "logs" / f"slurm-{job_id}.out"
     offset = 0
 
@@ -270,11 +282,15 @@ def follow(job_id: str, run_dir: Path) -> int:
             sys.stdout.flush()
 
     def changed(state: slurm.JobState) -> None:
+        if state.state == "RUNNING":
+            timeline.stamp(run_dir, "job_running_seen", "submit")
         reason = f" ({state.reason})" if state.reason not in ("", "None") else ""
         print(f"noderun: job {job_id} {state.state}{reason}", file=sys.stderr, flush=True)
 
     try:
-        final = slurm.wait_for_job(job_id, on_change=changed, on_poll=copy_console)
+        final = slurm.wait_for_job(
+            job_id, on_change=changed, on_poll=copy_console, ending=lambda: _ended(run_dir)
+        )
     except KeyboardInterrupt:
         print(
             f"noderun: stopped following job {job_id}; it keeps running "
@@ -282,13 +298,17 @@ def follow(job_id: str, run_dir: Path) -> int:
             file=sys.stderr,
         )
         return 130
+    timeline.stamp(run_dir, "job_end_seen", "submit")
     copy_console()
     slurm.write_sacct_summary(run_dir, job_id, job_final=True)
+    timeline.stamp(run_dir, "accounting_written", "submit")
     run_json = run_dir / rundir.RUN_JSON
     record = rundir.read_json(run_json) if run_json.exists() else {}
     if record.get("status") in ("submitted", "running"):  # the job never got to say
         record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
-        rundir.write_json_atomic(run_json, record)
+    if since:
+        record["timeline"] = timeline.gather(run_dir, since)
+    rundir.write_json_atomic(run_json, record)
     code = final.shell_exit_code
     failure = record.get("failure") or {}
     why = f": {failure['reason']}" if code and failure.get("reason") else ""

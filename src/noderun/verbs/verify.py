@@ -31,6 +31,7 @@ OPTIONS = OptionTable(
             help="run directory of a finished run, or its job id",
         ),
         switch("--json", help="print the report as JSON"),
+        switch("--timeline", help="also print where the job's time went, stage by stage"),
         switch(
             "--summary",
             help="also write EXECUTION_SUMMARY.md (+ losses.png) in the run directory",
@@ -93,12 +94,28 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_report(report)
         print_profile(run_dir)
+        if args.timeline:
+            print_timeline(run_dir)
     if args.summary:
         from noderun.verify.summary import write_summary
 
         path = write_summary(run_dir, report)
         print(f"summary: {path}", file=sys.stderr if args.json else sys.stdout, flush=True)
     return 0 if report.healthy else 1
+
+
+def print_timeline(run_dir: Path) -> None:
+    """run.json's stage timestamps, seconds from the first (launch start or submission)."""
+    from noderun import rundir, timeline
+
+    try:
+        record = rundir.read_json(run_dir / rundir.RUN_JSON)
+    except (OSError, ValueError):
+        return  # the report above already says what is wrong with run.json
+    print()
+    print("timeline (s from the start; first and last process to reach each stage):")
+    for line in timeline.table(list(record.get("timeline") or [])):
+        print(f"  {line}")
 
 
 def print_profile(run_dir: Path) -> None:
