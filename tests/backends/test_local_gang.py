@@ -45,6 +45,15 @@ def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
     assert runtime["world_size"] == 4 and runtime["backend"] == "gloo"
     assert runtime["topology"]["launcher"] == "torchrun"
     assert "job completed" in result.stdout
+    stages = {row["stage"]: row for row in record["timeline"]}
+    order = ["launcher_started", "step_started", "rank_started", "process_group_up"]
+    order += ["rank_exited", "step_ended", "teardown_done"]
+    assert list(stages) == order, list(stages)
+    assert all(stages[s]["count"] == 4 for s in ("rank_started", "process_group_up", "rank_exited"))
+    firsts = [stages[s]["first"] for s in order]
+    assert firsts == sorted(firsts), firsts
+    shown = noderun(["verify", str(run_dir), "--timeline", "--skip=checkpoint", "--skip=metrics"])
+    assert "rank_started" in shown.stdout and "teardown_done" in shown.stdout, shown.stdout
 
 
 def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Path) -> None:

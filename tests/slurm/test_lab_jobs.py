@@ -87,6 +87,13 @@ def test_submit_classifier_torchrun_mode_on_two_nodes(tmp_path: Path) -> None:
     summary = (run_dir / "sacct_summary.txt").read_text()
     assert f"{job_id}.0" in summary and "COMPLETED" in summary
     assert (run_dir / "job.sbatch").read_text().startswith("#!/bin/bash\n")
+    # the whole job's timeline, from `noderun submit` starting to the accounting it wrote
+    stages = {row["stage"]: row for row in run["timeline"]}
+    assert list(stages)[:3] == ["submit_started", "submitted", "job_running_seen"], list(stages)
+    assert list(stages)[-2:] == ["job_end_seen", "accounting_written"], list(stages)
+    assert stages["node_entered"]["count"] == 2 and stages["gate_passed"]["count"] == 2
+    assert stages["rank_started"]["count"] == 4 and stages["process_group_up"]["count"] == 4
+    assert stages["rank_exited"]["last"] <= stages["job_end_seen"]["first"]
 
 
 def test_concurrent_jobs_on_shared_nodes_both_modes_hostile_args(tmp_path: Path) -> None:
@@ -196,6 +203,10 @@ def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: 
     for name, (mode, world, nodes) in expected.items():
         run = _check_classifier_run(tmp_path / name, world=world, nodes=nodes)
         assert run["mode"] == mode, name
+        stages = {row["stage"]: row["count"] for row in run["timeline"]}
+        entries = world if mode == "srun" else nodes  # srun mode: one node entry per rank
+        assert (stages["node_entered"], stages["gate_passed"]) == (entries, entries), name
+        assert stages["rank_started"] == stages["rank_exited"] == world, name
         launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
         assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
         assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
