@@ -34,6 +34,7 @@ _EXCEPTION = re.compile(
 PR_SET_CHILD_SUBREAPER = 36
 # how long other nodes may take to report once the first failure seen is only secondary
 SECONDARY_GRACE_SEC = 5.0
+SSH_FAILED = 255  # ssh's own exit status: the connection, not the command, failed
 
 
 @dataclasses.dataclass
@@ -45,6 +46,7 @@ class RankFailure:
     local_rank: int | None = None
     exit_code: int | None = None
     error: str | None = None
+    host: str | None = None  # a remote node's host (SSH)
 
     def reason(self) -> str:
         if self.exit_code is not None and self.exit_code < 0:
@@ -60,12 +62,10 @@ class RankFailure:
         return f"{text}: {self.error}" if self.error else text
 
     def describe(self) -> str:
+        where = f"node {self.node_rank}" + (f" on {self.host}" if self.host else "")
         if self.rank is None:
-            return f"node {self.node_rank} failed ({self.reason()})"
-        return (
-            f"rank {self.rank} (node {self.node_rank}, local rank {self.local_rank}) failed: "
-            f"{self.reason()}"
-        )
+            return f"{where} failed ({self.reason()})"
+        return f"rank {self.rank} ({where}, local rank {self.local_rank}) failed: {self.reason()}"
 
 
 @dataclasses.dataclass
@@ -112,7 +112,8 @@ class _NodeOutput:
             local = int(match.group(1))
             rank = self.node * self.sup.plan.nproc_per_node + local
             shown = self.sup.show(local)
-            shown_line = f"{self.node}:{rank}| {match.group(2)}" if shown else None
+            prefix = self.sup.plan.nodes[self.node].prefix
+            shown_line = f"{prefix}:{rank}| {match.group(2)}" if shown else None
             self.sup.emit(rank, shown_line, match.group(2))
             return
         self.sup.agent_line(self.node, line)
@@ -147,6 +148,7 @@ class LocalSupervisor:
         self._lock = threading.Lock()
         self._files: dict[str, IO[str]] = {}
         self._last_error: dict[int, str] = {}
+        self._last_agent_line: dict[int, str] = {}
         self._stop_signal: int | None = None
         self.stall = (
             StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
@@ -168,6 +170,8 @@ class LocalSupervisor:
     def agent_line(self, node: int, line: str) -> None:
         with self._lock:
             self._file(f"node{node}.agent.log").write(line + "\n")
+            if line.strip():
+                self._last_agent_line[node] = line.strip()[:300]
 
     def _file(self, name: str) -> IO[str]:
         if name not in self._files:
@@ -200,7 +204,8 @@ class LocalSupervisor:
                     env={**os.environ, **node.env},
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    stdin=subprocess.DEVNULL,
+                    # over SSH the far end's guard ends the node when this pipe closes
+                    stdin=subprocess.PIPE if node.remote else subprocess.DEVNULL,
                     text=True,
                     start_new_session=True,
                 )
@@ -252,6 +257,11 @@ class LocalSupervisor:
             failure = self._first_failure(failure)
             if failure.rank is not None and failure.error is None:
                 failure.error = self._last_error.get(failure.rank)
+            node = self.plan.nodes[failure.node_rank]
+            if node.remote:
+                failure.host = node.host
+                if failure.rank is None and codes[failure.node_rank] == SSH_FAILED:
+                    failure.error = failure.error or self._last_agent_line.get(node.node_rank)
             result.failure = failure
             result.exit_code = 1
         return result
@@ -318,7 +328,12 @@ class LocalSupervisor:
         return None
 
     def _teardown(self, procs: dict[int, subprocess.Popen[str]]) -> None:
-        """SIGTERM every agent and worker, SIGKILL what is left after the grace period."""
+        """SIGTERM every agent and worker, SIGKILL what is left after the grace period.
+        Remote nodes: closing their stdin makes the guard on the host end them."""
+        for proc in procs.values():
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         me = psutil.Process()
         victims = self._descendants(me)
         for proc in victims:

@@ -31,6 +31,12 @@ class NodeCommand:
     host: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
+    label: str = ""  # the console prefix before ``:rank|`` (default: the node rank)
+    remote: bool = False  # started over SSH: stdin stays open, the far end watches it
+
+    @property
+    def prefix(self) -> str:
+        return self.label or str(self.node_rank)
 
     def shell(self) -> str:
         """The command as copy-pasteable shell text, every word quoted."""

@@ -115,6 +115,14 @@ def value(
     )  # fmt: skip
 
 
+def env_pair(text: str) -> tuple[str, str]:
+    """``--env NAME=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return key, value
+
+
 def switch(*flags: str, help: str, env: bool = False) -> Option:
     """``--flag`` without a value (False unless given); ``env=True`` reads 1/0, true/false."""
     return Option(flags, help, default=False, settable=env, action="store_true")

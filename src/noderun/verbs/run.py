@@ -12,11 +12,12 @@ from importlib import metadata
 from pathlib import Path
 
 from noderun import rundir, timeline
+from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, restart_refusal
 from noderun.plan import LaunchPlan, plan_local
-from noderun.verbs import run_slurm
+from noderun.verbs import run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -68,6 +69,7 @@ OPTIONS = OptionTable(
         *STALL_OPTIONS,
         PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
+        *run_ssh.OPTIONS,
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
         *SCRIPT_ARGUMENTS,
@@ -116,9 +118,10 @@ def build_plan(
 
 
 def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
+    remote = any(node.remote for node in plan.nodes)
     return {
         "command": argv,
-        "backend": "local",
+        "backend": "ssh" if remote else "local",
         "script": plan.script,
         "script_args": list(plan.script_args),
         "entry": plan.entry.value,
@@ -129,7 +132,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
             "master_addr": plan.master_addr,
             "master_port": plan.master_port,
         },
-        "hosts": [socket.gethostname()] * plan.nnodes,
+        "hosts": [n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
         "versions": {
             "python": platform.python_version(),
             "torch": metadata.version("torch"),
@@ -144,9 +147,10 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
     os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
-    if run_slurm.inside_allocation(os.environ):  # sbatch script or salloc shell: srun the nodes
+    over_ssh = run_ssh.wanted(args)
+    if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun
         return run_slurm.main(args, flags=flags)
-    plan = build_plan(args, flags)
+    plan = _plan(args, flags)
     args.run_dir = plan.run_dir  # a restart continues in the same run directory
     if args.dry_run:
         print(plan)
@@ -167,6 +171,15 @@ def main(args: argparse.Namespace) -> int:
         return _supervise(args, flags, plan, record, run_json)
     finally:
         rundir.release_lock(plan.run_dir)
+        if over_ssh:
+            ssh.close_connections([node.host for node in plan.nodes], args.ssh_config)
+
+
+def _plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LaunchPlan:
+    """Simulated nodes here, or one node per host over SSH."""
+    if run_ssh.wanted(args):
+        return run_ssh.build_plan(args, flags, attempt)
+    return build_plan(args, flags, attempt)
 
 
 def _supervise(
@@ -184,7 +197,7 @@ def _supervise(
         rundir.write_json_atomic(run_json, record)
         print(
             f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
-            f"master 127.0.0.1:{plan.master_port}, run dir {plan.run_dir}",
+            f"master {plan.master_addr}:{plan.master_port}, run dir {plan.run_dir}",
             flush=True,
         )
         result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
@@ -208,7 +221,7 @@ def _supervise(
             file=sys.stderr,
             flush=True,
         )
-        plan = build_plan(args, flags, attempt)
+        plan = _plan(args, flags, attempt)
         since = time.time()
         fresh = _run_record(plan, sys.argv)
         fresh["restart_count"] = attempt

@@ -17,6 +17,7 @@ from noderun.verbs.options import (
     STALL_OPTIONS,
     OptionTable,
     add_verb,
+    env_pair,
     port_number,
     positive_int,
     repeated,
@@ -39,13 +40,6 @@ from noderun.verbs.torchrun_flags import (
 SCRIPT_NAME = "job.sbatch"
 
 
-def _env_pair(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
-    return key, value
-
-
 OPTIONS = OptionTable(
     "submit",
     (
@@ -65,7 +59,7 @@ OPTIONS = OptionTable(
         value("--mem", help="memory per node, e.g. 16G"),
         value("--gpus-per-node", type=positive_int, help="GPUs per node"),
         value("--job-name", help="job name (default: the script's name)"),
-        repeated("--env", type=_env_pair, metavar="K=V", help="export K=V in the job (repeatable)"),
+        repeated("--env", type=env_pair, metavar="K=V", help="export K=V in the job (repeatable)"),
         value("--setup", help="shell line(s) run before launch, e.g. 'source venv/bin/activate'"),
         switch("--requeue", help="let SLURM requeue the job"),
         value("--gres", help="generic resources per node, e.g. gpu:8 or gpu:a100:4"),

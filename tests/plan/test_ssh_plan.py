@@ -1,0 +1,92 @@
+"""Pure parts of the SSH backend: hostfiles, slots, the ranks' environment, quoting, refusals."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from noderun.backends.ssh import _refusal
+from noderun.errors import UsageError
+from noderun.plan.ssh import (
+    forwarded_env,
+    hosts_and_slots,
+    parse_hostfile,
+    plan_ssh,
+    remote_command,
+)
+
+
+def test_hostfile_lines_comments_and_slots() -> None:
+    text = "# cluster\n\nnode-a slots=4\nnode-b   slots=4 # spare\nnode-c\n"
+    assert parse_hostfile(text) == [("node-a", 4), ("node-b", 4), ("node-c", None)]
+
+
+@pytest.mark.parametrize("text", ["a slots=x\n", "a gpus=2\n", "# nothing\n", ""])
+def test_bad_hostfile_is_one_line(text: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse_hostfile(text, "hosts.txt")
+    assert "hosts.txt" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_slots_give_the_processes_per_host_unless_asked() -> None:
+    assert hosts_and_slots([("a", 2), ("b", 2)], None) == (["a", "b"], 2)
+    assert hosts_and_slots([("a", 2), ("b", 2)], 1) == (["a", "b"], 1)
+    assert hosts_and_slots([("a", None)], None) == (["a"], 1)
+    with pytest.raises(UsageError, match="different slots"):
+        hosts_and_slots([("a", 2), ("b", 4)], None)
+    with pytest.raises(UsageError, match="listed twice"):
+        hosts_and_slots([("a", 2), ("a", 2)], None)
+
+
+def test_only_allow_listed_variables_reach_the_ranks() -> None:
+    env = {"NCCL_SOCKET_IFNAME": "eth0", "SECRET_TOKEN": "x", "HOME": "/root", "PYTHONPATH": "p"}
+    assert forwarded_env(env) == {"NCCL_SOCKET_IFNAME": "eth0", "PYTHONPATH": "p"}
+
+
+def test_remote_command_splits_back_into_the_same_words() -> None:
+    argv = ["torchrun", "a b", "$(id)", "'\"", "", "x;y", "  two  spaces "]
+    env = {"K": "v w", "Q": "$HOME `id`"}
+    words = shlex.split(remote_command(argv, env, "/my dir", "/py thon", "/g.py"))
+    assert words[:6] == ["cd", "/my dir", "&&", "exec", "env", "K=v w"]
+    assert words[6] == "Q=$HOME `id`"
+    assert words[7:] == ["/py thon", "/g.py", "--", *argv]
+
+
+def test_plan_puts_the_master_on_the_first_host() -> None:
+    plan = plan_ssh(
+        hosts=["h0", "h1"],
+        nproc_per_node=2,
+        master_port=1234,
+        run_dir=Path("/runs/r"),
+        script="/s.py",
+        script_args=["--x"],
+        run_id="r",
+        cwd="/w",
+        python="/py",
+        guard="/g.py",
+        env={"A": "1"},
+    )
+    assert plan.world_size == 4 and plan.master_addr == "h0"
+    second = plan.nodes[1]
+    assert second.remote and second.prefix == "h1" and second.argv[0] == "ssh"
+    assert second.argv[-2] == "h1"
+    remote = shlex.split(second.argv[-1])
+    assert "--master-addr=h0" in remote and "--node-rank=1" in remote
+    assert "NODERUN_RUN_DIR=/runs/r" in remote and "A=1" in remote
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("nodir", "host h has no directory /w"),
+        ("nopython", "host h has no interpreter /py"),
+        ("missing torch", "host h: /py cannot import torch"),
+        ("port-taken", "port 99 is taken on the master host h"),
+        ("ssh: Permission denied (publickey).", "host h: ssh failed: Permission denied"),
+    ],
+)
+def test_each_refusal_names_the_host_and_a_fix(said: str, expected: str) -> None:
+    error = _refusal("h", said, "/w", "/py", 99)
+    assert expected in str(error) and error.hint

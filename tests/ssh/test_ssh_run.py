@@ -1,0 +1,183 @@
+"""`noderun run --hosts` against real sshd hosts (tests/ssh/lab.py): launch, verify, teardown,
+one-line refusals, and arguments that cross the SSH boundary byte for byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SCRIPTS, noderun, processes_running
+from tests.ssh.lab import SshLab
+
+pytestmark = [pytest.mark.slow, pytest.mark.ssh]
+CLASSIFIER = ROOT / "examples" / "ddp_classifier.py"
+HOSTS = "sshhost1,sshhost2"
+
+
+def _ssh(lab: SshLab, *extra: str) -> list[str]:
+    return ["run", "--hosts", HOSTS, "--ssh-config", str(lab.config), *extra]
+
+
+def test_classifier_on_two_hosts_by_two_processes_is_healthy(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    result = noderun(
+        [*_ssh(ssh_lab, "--nproc-per-node", "2", "--run-dir", str(run_dir)), str(CLASSIFIER),
+         "--epochs", "2"],
+        cwd=ROOT,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "sshhost1:0| epoch 2/2" in result.stdout, result.stdout[-2000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["backend"] == "ssh" and record["hosts"] == ["sshhost1", "sshhost2"]
+    runtime = json.loads((run_dir / "runtime.json").read_text())
+    assert runtime["rank_hosts"] == ["sshhost1", "sshhost1", "sshhost2", "sshhost2"]
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0, verified.stdout
+    assert not processes_running(str(CLASSIFIER))
+
+
+def test_hostfile_slots_and_a_plain_script(ssh_lab: SshLab, tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two hosts\nsshhost1 slots=2\nsshhost2 slots=2  # the second\n")
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["run", "--hostfile", str(hostfile), "--ssh-config", str(ssh_lab.config), "--run-dir",
+         str(run_dir), str(SCRIPTS / "plain_ddp.py")],
+        cwd=ROOT,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    ranks = [line for line in result.stdout.splitlines() if "plain-ddp rank=" in line]
+    assert len(ranks) == 4, result.stdout
+    assert any(line.startswith("sshhost2:3|") for line in ranks), ranks
+
+
+def test_a_killed_remote_rank_ends_everything_on_every_host(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    script = tmp_path / f"gang_{tmp_path.name}.py"
+    shutil.copy(SCRIPTS / "gang.py", script)
+    run_dir = tmp_path / "run"
+    result = noderun(
+        [*_ssh(ssh_lab, "--nproc-per-node", "2", "--env", "GANG_MODE=sigkill:3", "--run-dir",
+               str(run_dir)), str(script)],
+        cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    ended = time.time()
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 3 (node 1 on sshhost2, local rank 1) failed: killed by SIGKILL" in last, last
+    killed_at = float((run_dir / "killed_at").read_text())
+    assert ended - killed_at < 10, f"{ended - killed_at:.1f} s from the kill to the end"
+    time.sleep(1)
+    assert not processes_running(str(script)), "a rank outlived the job on a host"
+
+
+def test_ctrl_c_tears_down_every_host(ssh_lab: SshLab, tmp_path: Path) -> None:
+    script = tmp_path / f"gang_{tmp_path.name}.py"
+    shutil.copy(SCRIPTS / "gang.py", script)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noderun", *_ssh(ssh_lab, "--run-dir", str(tmp_path / "run")),
+         "--env", "GANG_MODE=hang", str(script)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while len(processes_running(str(script))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out[-1000:] + err[-1000:]
+    time.sleep(1)
+    assert not processes_running(str(script)), "a rank outlived Ctrl-C on a host"
+
+
+@pytest.mark.parametrize(
+    ("hosts", "config", "expected"),
+    [
+        ("sshhost1,sshdown", "config", "host sshdown: ssh failed: ssh: connect to host sshdown"),
+        ("sshhost1,sshhost2", "wrong_key_config", "host sshhost1: ssh failed: root@sshhost1: "),
+    ],
+)
+def test_unreachable_host_or_wrong_key_is_one_line(
+    ssh_lab: SshLab, tmp_path: Path, hosts: str, config: str, expected: str
+) -> None:
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["run", "--hosts", hosts, "--ssh-config", str(getattr(ssh_lab, config)), "--run-dir",
+         str(run_dir), str(SCRIPTS / "plain_ddp.py")],
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], lines
+    assert "hint:" in lines[0]
+    assert not run_dir.exists()
+
+
+def test_a_port_taken_on_the_master_host_is_one_line(ssh_lab: SshLab, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        taken = noderun(
+            [*_ssh(ssh_lab, "--master-port", str(port), "--run-dir", str(tmp_path / "r1")),
+             str(SCRIPTS / "plain_ddp.py")],
+            cwd=ROOT,
+        )  # fmt: skip
+    assert taken.returncode == 2, taken.stderr
+    assert f"port {port} is taken on the master host sshhost1" in taken.stderr
+    assert len(taken.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r1").exists()
+
+
+def test_hostile_arguments_and_env_arrive_byte_for_byte(ssh_lab: SshLab, tmp_path: Path) -> None:
+    hostile = ["a b", "$(touch /tmp/pwned)", "'\"; exit 3", "*", "", "--x=1;ls", "é\\n"]
+    dump = tmp_path / "dump.py"
+    dump.write_text(
+        "import json, os, sys\n"
+        "print('ARGS ' + json.dumps({'argv': sys.argv[1:], 'env': os.environ.get('WEIRD'),"
+        " 'rank': os.environ['RANK']}), flush=True)\n"
+    )
+    weird = "x y $HOME `id` '\"\\"
+    result = noderun(
+        [*_ssh(ssh_lab, "--env", f"WEIRD={weird}", "--run-dir", str(tmp_path / "run")),
+         str(dump), *hostile],
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = [json.loads(line.split("ARGS ", 1)[1]) for line in result.stdout.splitlines()
+            if "ARGS " in line]  # fmt: skip
+    assert len(seen) == 2
+    for entry in seen:
+        assert entry["argv"] == hostile and entry["env"] == weird, entry
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_dry_run_prints_each_hosts_command_and_asks_no_host(tmp_path: Path) -> None:
+    result = noderun(
+        ["run", "--hosts", "nohost-a,nohost-b", "--nproc-per-node", "2", "--dry-run",
+         "--run-dir", str(tmp_path / "run"), str(SCRIPTS / "plain_ddp.py"), "x y"],
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    commands = [line for line in result.stdout.splitlines() if line.startswith("ssh ")]
+    assert len(commands) == 2
+    assert "nohost-a 'cd " in commands[0] and "--node-rank=1" in commands[1]
+    assert "--master-addr=nohost-a" in commands[1] and "'\"'\"'x y'\"'\"'" in commands[0]
+    assert not (tmp_path / "run").exists()
