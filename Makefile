@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 LAB := ../shared/slurm-lab
 RUN_DIR ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: venv dev llm demo lab test test-fast test-slurm lint clean
+.PHONY: venv dev llm demo lab ssh-lab test test-fast test-slurm test-ssh lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,7 +32,11 @@ demo: venv
 lab:
 	$(LAB)/up.sh -n 3 -a
 
-test: dev lab lint
+# the SSH tests start their own sshd hosts (tests/ssh/lab.py); they need Debian's sshd
+ssh-lab:
+	@test -x /usr/sbin/sshd || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssh-server openssh-client)
+
+test: dev lab ssh-lab lint
 	$(BIN)/pytest -q --durations=25
 
 test-fast: dev
@@ -40,6 +44,9 @@ test-fast: dev
 
 test-slurm: dev lab
 	$(BIN)/pytest -q -m slurm
+
+test-ssh: dev ssh-lab
+	$(BIN)/pytest -q -m ssh
 
 lint: dev
 	$(BIN)/ruff check src tests examples bench

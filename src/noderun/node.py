@@ -265,6 +265,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             join_timeout=spec.join_timeout,
             describe=spec.describe,
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
+            by_hand=not in_slurm_step(env),
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")

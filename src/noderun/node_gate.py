@@ -57,6 +57,7 @@ class NodeGate:
         join_timeout: float,
         describe: Callable[[int], str],
         noun: str = "nodes",
+        by_hand: bool = False,
     ) -> None:
         self.index = index
         self.total = total
@@ -66,6 +67,7 @@ class NodeGate:
         self.join_timeout = join_timeout
         self.describe = describe
         self.noun = noun
+        self.by_hand = by_hand  # nodes started one by one (noderun run --node-rank), not srun
 
     @property
     def where(self) -> str:
@@ -153,9 +155,14 @@ class NodeGate:
             f"{self.total - len(missing)}/{self.total} {self.noun} checked in at {self.where} "
             f"within {self.join_timeout:g} s; never arrived: {shown}{more} "
             f"(arrived from {', '.join(hosts)})",
-            "every node must run under the same srun step "
-            "(srun --nodes=N --ntasks-per-node=1 python -m noderun.node …); a node that never "
-            "started, or a wrong MASTER_ADDR on it, looks like this",
+            (
+                "start `noderun run --nnodes N --node-rank R --master-addr NODE0 --master-port P "
+                "SCRIPT` on every machine, R = 0..N-1, the same port everywhere"
+                if self.by_hand
+                else "every node must run under the same srun step "
+                "(srun --nodes=N --ntasks-per-node=1 python -m noderun.node …)"
+            )
+            + "; a node that never started, or a wrong MASTER_ADDR on it, looks like this",
         )
 
     def _join(self) -> None:
@@ -184,6 +191,8 @@ class NodeGate:
         raise GateError(
             f"{self.describe(self.index)} on {self.host} could not check in with the master at "
             f"{self.where} within {self.join_timeout:g} s ({last_error})",
-            "node 0 never started its `python -m noderun.node` (was srun given fewer nodes?) or "
-            "MASTER_ADDR is wrong; every node must run under the same srun step",
+            "node 0 was never started, or --master-addr/--master-port differ from node 0's"
+            if self.by_hand
+            else "node 0 never started its `python -m noderun.node` (was srun given fewer nodes?) "
+            "or MASTER_ADDR is wrong; every node must run under the same srun step",
         )

@@ -22,7 +22,7 @@ from noderun import failures, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
-from noderun.plan import LaunchPlan
+from noderun.plan import LaunchPlan, NodeCommand
 from noderun.plan.stall import StallPolicy
 
 _PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)
@@ -112,7 +112,7 @@ class _NodeOutput:
             local = int(match.group(1))
             rank = self.node * self.sup.plan.nproc_per_node + local
             shown = self.sup.show(local)
-            prefix = self.sup.plan.nodes[self.node].prefix
+            prefix = self.sup.node(self.node).prefix
             shown_line = f"{prefix}:{rank}| {match.group(2)}" if shown else None
             self.sup.emit(rank, shown_line, match.group(2))
             return
@@ -153,6 +153,10 @@ class LocalSupervisor:
         self.stall = (
             StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
         )
+
+    def node(self, node_rank: int) -> NodeCommand:
+        """The plan's node of that rank (a hand-started node's plan holds only its own)."""
+        return next(n for n in self.plan.nodes if n.node_rank == node_rank)
 
     def emit(self, rank: int, console_line: str | None, text: str) -> None:
         """One rank's line: to the console with its ``node:rank`` prefix (None: filtered out),
@@ -257,7 +261,7 @@ class LocalSupervisor:
             failure = self._first_failure(failure)
             if failure.rank is not None and failure.error is None:
                 failure.error = self._last_error.get(failure.rank)
-            node = self.plan.nodes[failure.node_rank]
+            node = self.node(failure.node_rank)
             if node.remote:
                 failure.host = node.host
                 if failure.rank is None and codes[failure.node_rank] == SSH_FAILED:

@@ -180,3 +180,63 @@ def plan_local(
         nodes=nodes,
         entry=entry,
     )
+
+
+TORCHRUN_DEFAULT_PORT = 29500
+
+
+def plan_hand_started(
+    *,
+    nnodes: int,
+    node_rank: int,
+    nproc_per_node: int,
+    master_addr: str,
+    master_port: int,
+    run_dir: Path,
+    script: str,
+    script_args: Sequence[str],
+    run_id: str,
+    join_timeout: float,
+    host: str,
+    python: str = sys.executable,
+    entry: Entry = Entry.SCRIPT,
+    env: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """One node of a job whose nodes are started by hand, one command per machine (seed
+    001): this machine's node entry, which checks in with node 0's gate (any start order;
+    a node that never comes is named) and then runs torchrun for its ranks."""
+    argv = [
+        python,
+        "-m",
+        "noderun.node",
+        "--mode=torchrun",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--nnodes={nnodes}",
+        f"--node-rank={node_rank}",
+        f"--master-addr={master_addr}",
+        f"--master-port={master_port}",
+        f"--run-dir={run_dir}",
+        f"--join-timeout={join_timeout:g}",
+        f"--run-id={run_id}",
+        *entry.flags(),
+        "--",
+        script,
+        *script_args,
+    ]
+    node = NodeCommand(
+        node_rank=node_rank,
+        host=host,
+        argv=tuple(argv),
+        env={**(env or {}), "PYTHONUNBUFFERED": "1"},
+    )
+    return LaunchPlan(
+        nnodes=nnodes,
+        nproc_per_node=nproc_per_node,
+        master_addr=master_addr,
+        master_port=master_port,
+        run_dir=run_dir,
+        script=script,
+        script_args=tuple(script_args),
+        nodes=(node,),
+        entry=entry,
+    )

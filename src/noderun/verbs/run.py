@@ -15,8 +15,10 @@ from noderun import rundir, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
+from noderun.errors import UsageError
 from noderun.outcome import Outcome, restart_refusal
 from noderun.plan import LaunchPlan, plan_local
+from noderun.plan.launch import TORCHRUN_DEFAULT_PORT, plan_hand_started
 from noderun.verbs import run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
@@ -70,6 +72,18 @@ OPTIONS = OptionTable(
         PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         *run_ssh.OPTIONS,
+        value(
+            "--node-rank",
+            "--node_rank",
+            type=int,
+            help="this machine's node of a job started by hand on every machine (with "
+            "--nnodes and --master-addr, as torchrun)",
+        ),
+        value(
+            "--master-addr",
+            "--master_addr",
+            help="node 0's address, for nodes started by hand (--node-rank)",
+        ),
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
         *SCRIPT_ARGUMENTS,
@@ -100,6 +114,8 @@ def build_plan(
     run_dir = run_dir_for(args, flags)
     if attempt == 0:
         rundir.reuse_or_refuse(run_dir)  # a stopped run continues in place; others are refused
+    if args.node_rank is not None or args.master_addr:
+        return _hand_started(args, flags, program, nnodes, nproc, run_dir, attempt)
     names = ("localhost", "127.0.0.1", socket.gethostname())
     asked = endpoint_port(flags, "127.0.0.1", names, args.master_port)
     if port is None:
@@ -112,6 +128,44 @@ def build_plan(
         script=program,
         script_args=args.script_args,
         run_id=flags.run_id or run_dir.name,
+        entry=flags.entry,
+        env=restart_env(attempt, flags.max_restarts) if flags.max_restarts else None,
+    )
+
+
+def _hand_started(
+    args: argparse.Namespace,
+    flags: TorchrunFlags,
+    program: str,
+    nnodes: int,
+    nproc: int,
+    run_dir: Path,
+    attempt: int,
+) -> LaunchPlan:
+    """``--node-rank R --nnodes N --master-addr A``: this machine's node only."""
+    if args.node_rank is None or not args.master_addr or nnodes < 2:
+        raise UsageError(
+            "a node started by hand needs --node-rank, --nnodes (2 or more) and --master-addr",
+            "run `noderun run --nnodes N --node-rank R --master-addr NODE0 [--master-port P] "
+            "SCRIPT` on every machine, R = 0..N-1",
+        )
+    if not 0 <= args.node_rank < nnodes:
+        raise UsageError(
+            f"--node-rank {args.node_rank} is not in 0..{nnodes - 1}", "give 0..N-1 for --nnodes N"
+        )
+    port = args.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node alike
+    return plan_hand_started(
+        nnodes=nnodes,
+        node_rank=args.node_rank,
+        nproc_per_node=nproc,
+        master_addr=args.master_addr,
+        master_port=port,
+        run_dir=run_dir.absolute(),
+        script=program,
+        script_args=args.script_args,
+        run_id=flags.run_id or f"hand-{args.master_addr}-{port}",
+        join_timeout=flags.join_timeout or args.join_timeout,
+        host=socket.gethostname(),
         entry=flags.entry,
         env=restart_env(attempt, flags.max_restarts) if flags.max_restarts else None,
     )
