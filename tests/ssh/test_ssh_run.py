@@ -181,3 +181,26 @@ def test_dry_run_prints_each_hosts_command_and_asks_no_host(tmp_path: Path) -> N
     assert "nohost-a 'cd " in commands[0] and "--node-rank=1" in commands[1]
     assert "--master-addr=nohost-a" in commands[1] and "'\"'\"'x y'\"'\"'" in commands[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_doctor_over_ssh_probes_every_host_and_runs_the_collective(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    result = noderun(
+        ["doctor", "--hosts", HOSTS, "--ssh-config", str(ssh_lab.config), "--json", "--run-dir",
+         str(tmp_path / "doc")],
+        cwd=ROOT,
+        timeout=300,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    assert report["nodes"] == ["sshhost1", "sshhost2"], report
+    by_check = {(c["node"], c["check"]): c["status"] for c in report["checks"]}
+    for host in ("sshhost1", "sshhost2"):
+        assert by_check[(host, "master-reachable")] == "PASS", report
+        assert by_check[(host, "shared-fs")] == "PASS", report
+    assert by_check[("sshhost1", "port-free")] == "PASS"
+    assert by_check[("all", "collective")] == "PASS", report
+    down = noderun(
+        ["doctor", "--hosts", "sshhost1,sshdown", "--ssh-config", str(ssh_lab.config)], cwd=ROOT
+    )
+    assert down.returncode == 2 and "host sshdown: ssh failed" in down.stderr, down.stderr

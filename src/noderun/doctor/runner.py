@@ -205,6 +205,75 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     )
 
 
+def run_over_ssh(
+    hosts: Sequence[str], run_dir: Path, nproc: int, ssh_config: str | None
+) -> DoctorResult:
+    """Plain SSH hosts: the launch checks, one probe per host at once, then the collective
+    test as ``noderun run --hosts`` would start it (one torchrun agent per host)."""
+    import concurrent.futures
+
+    from noderun.backends import ssh
+    from noderun.plan.launch import Entry, torchrun_argv
+    from noderun.plan.ssh import SSH_GUARD, forwarded_env, remote_command, ssh_argv
+
+    cwd, python, n = os.getcwd(), sys.executable, len(hosts)
+    port = ssh.preflight(hosts, cwd, python, SSH_GUARD, None, ssh_config)  # one line per problem
+    token_file, token = _write_token(run_dir)
+    env = {**forwarded_env(os.environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+
+    def on_hosts(commands: list[list[str]], log: Path) -> tuple[int, str]:
+        def one(index: int) -> tuple[int, str]:
+            remote = remote_command(commands[index], env, cwd, python, None)
+            return _run(ssh_argv(hosts[index], remote, config=ssh_config), os.environ, log)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
+            done = list(pool.map(one, range(n)))
+        log.write_text("".join(text for _, text in done))
+        return max(code for code, _ in done), "".join(text for _, text in done)
+
+    began = time.monotonic()
+    probe_argv = _probe_argv(hosts[0], port, n, token_file, token)
+    _, text = on_hosts([probe_argv] * n, run_dir / "logs" / "doctor-probe.log")
+    probe_sec = time.monotonic() - began
+    probes = _marked(text, PROBE_MARKER)
+    checks = node_checks(probes, list(hosts))
+    master = next((p for p in probes if p.get("is_master")), {})
+    spare = (master.get("port") or {}).get("spare") or port + 1
+    log = run_dir / "logs" / "doctor-collective.log"
+    agents = [
+        torchrun_argv(
+            nnodes=n,
+            nproc_per_node=nproc,
+            node_rank=i,
+            master_addr=hosts[0],
+            master_port=spare,
+            run_id=run_dir.name,
+            log_dir=run_dir / "logs" / "torchelastic" / f"node{i}",
+            script="noderun.doctor.collective",
+            script_args=(),
+            python=python,
+            entry=Entry.MODULE,
+        )
+        for i in range(n)
+    ]
+    env["NODERUN_RUN_DIR"] = str(run_dir)
+    collective, error = _collective(*on_hosts(agents, log), log)
+    checks.append(NodeCheck("all", collective_check(collective, error)))
+    steps = {
+        "probe": round(probe_sec, 2),
+        "collective": round(time.monotonic() - began - probe_sec, 2),
+    }
+    ssh.close_connections(hosts, ssh_config)
+    return DoctorResult(
+        f"ssh hosts {','.join(hosts)}",
+        list(hosts),
+        checks,
+        collective,
+        str(run_dir),
+        step_seconds=steps,
+    )
+
+
 def batch_plan(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> SbatchPlan:
     """The job of ``--submit`` (plan/sbatch.py renders it): noderun doctor in the allocation."""
     return SubmitRequest(

@@ -99,11 +99,12 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def remote_command(
-    argv: Sequence[str], env: Mapping[str, str], cwd: str, python: str, guard: str
+    argv: Sequence[str], env: Mapping[str, str], cwd: str, python: str, guard: str | None
 ) -> str:
-    """The one shell string SSH runs on the host."""
+    """The one shell string SSH runs on the host (``guard=None``: the command bare, for
+    short checks that end by themselves)."""
     exports = [shlex.quote(f"{key}={value}") for key, value in sorted(env.items())]
-    words = shlex.join([python, guard, "--", *argv])
+    words = shlex.join([python, guard, "--", *argv] if guard else list(argv))
     return " ".join(["cd", shlex.quote(cwd), "&&", "exec", "env", *exports, words])
 
 

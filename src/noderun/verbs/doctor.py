@@ -24,6 +24,8 @@ OPTIONS = OptionTable(
         value("--nodes", type=positive_int, default=2, help="nodes for --submit"),
         value("--nproc-per-node", type=positive_int, help="ranks per node (2 here, 1 in SLURM)"),
         value("--partition", help="partition for --submit"),
+        value("--hosts", metavar="HOST,HOST…", help="probe these hosts over ssh (no SLURM)"),
+        value("--ssh-config", help="ssh client configuration file for --hosts (ssh -F)"),
         value("--run-dir", type=Path, help="where logs go (default runs/doctor-…)"),
         value("--result-file", type=Path, env=False, help=argparse.SUPPRESS),
     ),
@@ -50,7 +52,10 @@ def main(args: argparse.Namespace) -> int:
     inside = in_slurm_allocation(os.environ)
     nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
     started = time.monotonic()
-    if args.submit:
+    hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
+    if hosts:
+        result = runner.run_over_ssh(hosts, run_dir, args.nproc_per_node or 1, args.ssh_config)
+    elif args.submit:
         result = runner.submit(args.nodes, nproc, run_dir, args.partition)
     elif inside:
         result = runner.run_in_allocation(run_dir, nproc, os.environ)
