@@ -1,16 +1,22 @@
 """A real SSH "cluster" on this machine: one Debian sshd per host, for the SSH tests.
 
 Each host is ``sshhostN`` at 127.0.20.N (all of 127.0.0.0/8 is loopback), its own sshd on
-port 2222 started in its own UTS namespace (``unshare --uts``), so commands there see the
-hostname ``sshhostN``, as the Slurm lab does for its nodes. Keys are generated at start:
-a host key per sshd and one client key; ``ssh_config`` holds what a user's ~/.ssh/config
-would (user, key, known hosts) and is what the tests give ``--ssh-config``. Names go into
-/etc/hosts between marker lines, removed at the end. ``sshdown`` (127.0.20.9) has no sshd.
+port 2222 started in its own UTS and mount namespaces (``unshare --uts --mount``), so
+commands there see the hostname ``sshhostN``, as the Slurm lab does for its nodes. The hosts
+share this machine's filesystem but for two things: ``PRIVATE`` shows each host its own
+folder (``ROOT/sshhostN``, a bind mount: write there what only that host should see, or a
+different file at the same path on each host), and the paths in ``hidden`` are covered by an
+empty tmpfs on their host (a host without the venv, or without the working directory).
+Keys are generated at start: a host key per sshd and one client key; ``ssh_config`` holds
+what a user's ~/.ssh/config would (user, key, known hosts) and is what the tests give
+``--ssh-config``. Names go into /etc/hosts between marker lines, removed at the end.
+``sshdown`` (127.0.20.9) has no sshd.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -21,6 +27,7 @@ ROOT = Path("/tmp/noderun-ssh-lab")
 PORT = 2222
 BEGIN, END = "# noderun-ssh-lab begin", "# noderun-ssh-lab end"
 SSHD = "/usr/sbin/sshd"
+PRIVATE = ROOT / "private"  # each host sees its own ROOT/<host> here
 
 
 def addr(index: int) -> str:
@@ -29,7 +36,7 @@ def addr(index: int) -> str:
 
 def available() -> str | None:
     """Why the lab cannot start here, or None."""
-    for tool in (SSHD, "/usr/bin/ssh", "/usr/bin/ssh-keygen", "/usr/bin/unshare"):
+    for tool in (SSHD, "/usr/bin/ssh", "/usr/bin/ssh-keygen", "/usr/bin/unshare", "/bin/mount"):
         if not os.path.exists(tool):
             return f"{tool} is missing: apt-get install openssh-server (make ssh-lab does)"
     if os.geteuid() != 0:
@@ -58,8 +65,9 @@ def _hosts_block(names: dict[str, str]) -> None:
 
 
 class SshLab:
-    def __init__(self, hosts: int = 2) -> None:
+    def __init__(self, hosts: int = 2, hidden: dict[str, list[str]] | None = None) -> None:
         self.names = [f"sshhost{i}" for i in range(1, hosts + 1)]
+        self.hidden = hidden or {}
         self.procs: list[subprocess.Popen[bytes]] = []
         self.config = ROOT / "ssh_config"
         self.wrong_key_config = ROOT / "ssh_config_wrong_key"
@@ -68,6 +76,7 @@ class SshLab:
         shutil.rmtree(ROOT, ignore_errors=True)
         ROOT.mkdir(parents=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation
+        PRIVATE.mkdir()
         client = _keygen(ROOT / "id_ed25519")
         _keygen(ROOT / "other_key")
         (ROOT / "authorized_keys").write_text(client + "\n")
@@ -95,14 +104,25 @@ class SshLab:
                     ]
                 )
             )
+            self.private(name).mkdir()
+            # mounts made in the host's own mount namespace stay there (private propagation)
+            mounts = [f"mount --bind {self.private(name)} {PRIVATE}"] + [
+                f"mount -t tmpfs -o size=1m,mode=755 none {shlex.quote(path)}"
+                for path in self.hidden.get(name, [])
+            ]
             self.procs.append(
                 subprocess.Popen(
                     [
                         "unshare",
                         "--uts",
+                        "--mount",
+                        "--propagation",
+                        "private",
                         "sh",
                         "-c",
-                        f"hostname {name} && exec {SSHD} -D -e -f {config}",
+                        " && ".join(
+                            [*mounts, f"hostname {name}", f"exec {SSHD} -D -e -f {config}"]
+                        ),
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=open(ROOT / f"{name}.log", "wb"),  # noqa: SIM115
@@ -128,6 +148,10 @@ class SshLab:
         _hosts_block({**{n: addr(i) for i, n in enumerate(self.names, 1)}, "sshdown": addr(9)})
         self._wait_listening()
         return self
+
+    def private(self, name: str) -> Path:
+        """What ``name`` sees at ``PRIVATE`` (writable from here)."""
+        return ROOT / name
 
     def _wait_listening(self, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun import atomic
-from noderun.verbs.options import OptionTable, add_verb, positive_int, switch, value
+from noderun.verbs.options import OptionTable, add_verb, positive_int, repeated, switch, value
 
 if TYPE_CHECKING:
     from noderun.doctor.runner import DoctorResult
@@ -26,6 +26,12 @@ OPTIONS = OptionTable(
         value("--partition", help="partition for --submit"),
         value("--hosts", metavar="HOST,HOST…", help="probe these hosts over ssh (no SLURM)"),
         value("--ssh-config", help="ssh client configuration file for --hosts (ssh -F)"),
+        value("--script", help="training script: its hash must match on every node"),
+        repeated(
+            "--check-path",
+            metavar="PATH",
+            help="a path (data, model) every node must see (repeatable)",
+        ),
         value("--run-dir", type=Path, help="where logs go (default runs/doctor-…)"),
         value("--result-file", type=Path, env=False, help=argparse.SUPPRESS),
     ),
@@ -38,9 +44,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         OPTIONS,
         main,
         help="preflight checks on every node: versions, network, port, filesystem, collective",
-        description="Probe this machine, or every node of the SLURM allocation it runs in (one "
-        "probe per node through srun), then run a real all_reduce test; print a node x check "
-        "table with a fix for each failure. Exit 1 if any check fails.",
+        description="Probe this machine, every node of the SLURM allocation it runs in (one "
+        "probe per node through srun), or every --hosts host over ssh, then run a real "
+        "all_reduce test; print a node x check table with a fix for each failure: versions, "
+        "the same code (hashes of --script, noderun and torch), --check-path paths, network, "
+        "port, filesystem. Exit 1 if any check fails.",
     )
 
 
@@ -53,14 +61,20 @@ def main(args: argparse.Namespace) -> int:
     nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
     started = time.monotonic()
     hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
+    checklist = runner.Checklist(
+        os.path.abspath(args.script) if args.script else None,
+        tuple(os.path.abspath(p) for p in args.check_path),
+    )
     if hosts:
-        result = runner.run_over_ssh(hosts, run_dir, args.nproc_per_node or 1, args.ssh_config)
+        result = runner.run_over_ssh(
+            hosts, run_dir, args.nproc_per_node or 1, args.ssh_config, checklist
+        )
     elif args.submit:
-        result = runner.submit(args.nodes, nproc, run_dir, args.partition)
+        result = runner.submit(args.nodes, nproc, run_dir, args.partition, checklist)
     elif inside:
-        result = runner.run_in_allocation(run_dir, nproc, os.environ)
+        result = runner.run_in_allocation(run_dir, nproc, os.environ, checklist)
     else:
-        result = runner.run_local(run_dir, nproc)
+        result = runner.run_local(run_dir, nproc, checklist)
     if not args.submit:
         result.duration_sec = round(time.monotonic() - started, 2)
     if args.result_file:
