@@ -1,17 +1,21 @@
 """Seed 001's checklist across SSH hosts on the lab, whose hosts see different files at
 ``lab.PRIVATE`` and where sshhost3 has no venv: `noderun doctor --hosts --script
---check-path` names the node whose code or paths differ; `noderun run --hosts` with a host
+--check-path` (and the same typed on each host by hand) names the node whose code or paths
+differ; `noderun run --hosts` with a host
 lacking the venv or the working directory is one line naming that host, exit 2, and starts
 nothing anywhere."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from noderun.backends.ports import free_port
 from tests.conftest import ROOT, noderun, processes_running
 from tests.ssh.lab import PRIVATE, SshLab
 
@@ -87,3 +91,46 @@ def test_a_host_without_the_working_directory_is_one_line_and_nothing_starts(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"host sshhost2 has no directory {work}" in lines[0], lines
     assert not run_dir.exists() and not processes_running(str(script))
+
+
+def test_doctor_on_nodes_started_by_hand_gives_every_node_the_whole_table(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    """`noderun doctor --nnodes 2 --node-rank R --master-addr sshhost1` typed on each host,
+    node 1 first: both print both nodes' checks, the odd script and the missing path named."""
+    for name, text in (("sshhost1", "print('one')\n"), ("sshhost2", "print('two')\n")):
+        (ssh_lab.private(name) / "train.py").write_text(text)
+    (ssh_lab.private("sshhost1") / "data").mkdir()
+    port = free_port()
+
+    def on_host(host: str, rank: int) -> subprocess.Popen[str]:
+        command = shlex.join(
+            [sys.executable, "-m", "noderun", "doctor", "--nnodes", "2", "--node-rank", str(rank),
+             "--master-addr", "sshhost1", "--master-port", str(port), "--script",
+             str(PRIVATE / "train.py"), "--check-path", str(PRIVATE / "data"), "--json",
+             "--run-dir", str(tmp_path / f"doc{rank}")]
+        )  # fmt: skip
+        return subprocess.Popen(
+            ["ssh", "-F", str(ssh_lab.config), host, f"cd {shlex.quote(str(ROOT))} && {command}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    second = on_host("sshhost2", 1)
+    first = on_host("sshhost1", 0)
+    reports = []
+    for proc in (first, second):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, out[-2000:] + err[-2000:]  # unhealthy: the checks FAIL
+        reports.append(json.loads(out))
+    for report in reports:
+        assert report["nodes"] == ["sshhost1", "sshhost2"], report["nodes"]
+        found = {(c["node"], c["check"]): c for c in report["checks"]}
+        assert found[("sshhost1", "port-free")]["status"] == "PASS"
+        assert found[("sshhost2", "master-reachable")]["status"] == "PASS"
+        assert found[("sshhost1", "same-code")]["status"] == "PASS"
+        assert "differs from sshhost1's" in found[("sshhost2", "same-code")]["detail"]
+        assert found[("sshhost2", "paths")]["status"] == "FAIL"
+        assert found[("sshhost1", "shared-fs")]["status"] == "SKIP"

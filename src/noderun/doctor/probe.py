@@ -204,14 +204,18 @@ def run_probe(
     master: str,
     port: int,
     nnodes: int,
-    token_file: Path,
+    token_file: Path | None,
     token: str,
     wait: float,
     script: str | None = None,
     paths: Sequence[str] = (),
+    is_master: bool | None = None,
 ) -> dict[str, Any]:
+    """This node's facts; ``token_file`` None: no shared run directory to check (nodes
+    started by hand), ``is_master`` None: this is the master if its hostname is ``master``."""
     host = socket.gethostname()
-    is_master = host == master or host.split(".")[0] == master.split(".")[0]
+    if is_master is None:
+        is_master = host == master or host.split(".")[0] == master.split(".")[0]
     deadline = time.monotonic() + wait
     facts: dict[str, Any] = {"host": host, "is_master": is_master, **versions()}
     facts["tasks_per_node"] = os.environ.get("NODERUN_DOCTOR_TASKS_PER_NODE")
@@ -236,11 +240,15 @@ def run_probe(
     facts["contact"] = contact_master(address, port, deadline)
     facts["route"] = route_interface(address, port)
     facts["interfaces"] = sorted(psutil.net_if_addrs())
-    try:
-        facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
-    except OSError as err:
-        facts["shared_fs"] = {"path": str(token_file), "ok": False, "error": str(err)}
-    usage = shutil.disk_usage(token_file.parent if token_file.parent.exists() else "/")
+    if token_file is None:
+        facts["shared_fs"] = {"skipped": "nodes started by hand keep their own run directories"}
+    else:
+        try:
+            facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
+        except OSError as err:
+            facts["shared_fs"] = {"path": str(token_file), "ok": False, "error": str(err)}
+    here = token_file.parent if token_file is not None and token_file.parent.exists() else "."
+    usage = shutil.disk_usage(here)
     facts["disk_free_bytes"] = usage.free
     facts["leftovers"] = leftovers()
     facts["code"] = code_facts(script)

@@ -20,6 +20,7 @@ from typing import Any
 
 from noderun.backends import slurm
 from noderun.backends.ports import free_port
+from noderun.check_result import failed, skipped
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
@@ -30,6 +31,7 @@ from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job
 
 PROBE_WAIT = 20.0
+HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
 STEP_TIMEOUT = 180.0
 RESULT_FILE = "doctor.json"
 
@@ -296,6 +298,67 @@ def run_over_ssh(
         str(run_dir),
         step_seconds=steps,
     )
+
+
+def run_hand_started(
+    nnodes: int,
+    node_rank: int,
+    master: str,
+    port: int,
+    run_dir: Path,
+    checklist: Checklist = Checklist(),
+    wait: float = HAND_WAIT,
+) -> DoctorResult:
+    """One of ``nnodes`` machines started by hand: probe here, swap facts through node 0
+    (``doctor/exchange.py``), judge every node; no collective test (nothing starts ranks)."""
+    from noderun.doctor import exchange
+    from noderun.doctor.probe import run_probe
+
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    swap_port = exchange.exchange_port(port)
+    listener = None
+    if node_rank == 0:  # listening before the probe: early nodes' reports wait in the backlog
+        try:
+            listener = exchange.listen(swap_port)
+        except OSError as err:
+            raise UsageError(
+                f"port {swap_port} (the doctor's, after the master port {port}) is taken here: "
+                f"{err.strerror}",
+                "pass another --master-port on every node",
+            ) from None
+    script, paths = checklist.script, checklist.paths
+    mine = run_probe(master, port, nnodes, None, "", wait, script, paths, is_master=node_rank == 0)
+    if listener is not None:
+        with listener:
+            everyone = exchange.gather(listener, nnodes, mine, wait)
+    else:
+        everyone = exchange.report(master, swap_port, node_rank, mine, wait)
+    probes = [everyone[rank] for rank in sorted(everyone)]
+    hosts = [str(f.get("host")) for f in probes]
+    checks = node_checks(probes, hosts)
+    absent = [rank for rank in range(nnodes) if rank not in everyone]
+    for rank in absent:
+        start = f"noderun doctor --nnodes {nnodes} --node-rank {rank} --master-addr {master}"
+        checks.append(
+            NodeCheck(
+                f"node {rank}",
+                failed(
+                    "probe",
+                    f"node {rank} did not report to node 0 ({master}:{swap_port}) within "
+                    f"{wait:.0f} s",
+                    f"run `{start}` on that machine within {wait:.0f} s of the others",
+                ),
+            )
+        )
+    checks.append(
+        NodeCheck(
+            "all",
+            skipped("collective", "not run across nodes started by hand: `noderun run` them"),
+        )
+    )
+    nodes = [*hosts, *(f"node {rank}" for rank in absent)]
+    mode = f"node {node_rank} of {nnodes} started by hand, master {master}:{port}"
+    return DoctorResult(mode, nodes, checks, None, str(run_dir))
 
 
 def batch_plan(
