@@ -22,15 +22,22 @@ from tests.ssh.lab import PRIVATE, SshLab
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
 
+def _differing_script_and_data(lab: SshLab, tag: str) -> tuple[Path, Path]:
+    """A script at one path, other content on each host; data at a path only sshhost1 has."""
+    script, data = PRIVATE / f"train-{tag}.py", PRIVATE / f"data-{tag}"
+    for name, text in (("sshhost1", "print('one')\n"), ("sshhost2", "print('two')\n")):
+        (lab.private(name) / script.name).write_text(text)
+    (lab.private("sshhost1") / data.name).mkdir()
+    return script, data
+
+
 def test_doctor_names_the_host_with_other_code_or_a_missing_path(
     ssh_lab: SshLab, tmp_path: Path
 ) -> None:
-    for name, text in (("sshhost1", "print('one')\n"), ("sshhost2", "print('two')\n")):
-        (ssh_lab.private(name) / "train.py").write_text(text)  # same path, other content
-    (ssh_lab.private("sshhost1") / "data").mkdir()  # the data only sshhost1 has
+    script, data = _differing_script_and_data(ssh_lab, tmp_path.name)
     result = noderun(
         ["doctor", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
-         "--script", str(PRIVATE / "train.py"), "--check-path", str(PRIVATE / "data"),
+         "--script", str(script), "--check-path", str(data),
          "--check-path", str(ROOT / "examples"), "--json", "--run-dir", str(tmp_path / "doc")],
         cwd=ROOT,
         timeout=300,
@@ -41,15 +48,12 @@ def test_doctor_names_the_host_with_other_code_or_a_missing_path(
     assert found[("sshhost1", "same-code")]["status"] == "PASS"  # a tie: node 0 is the reference
     code = found[("sshhost2", "same-code")]
     assert code["status"] == "FAIL", code
-    assert "train.py" in code["detail"] and "differs from sshhost1's" in code["detail"], code
+    assert script.name in code["detail"] and "differs from sshhost1's" in code["detail"], code
     assert "noderun" not in code["detail"] and "torch" not in code["detail"]  # same install
-    assert f"copy the same {PRIVATE / 'train.py'} to sshhost2" in code["fix"], code
+    assert f"copy the same {script} to sshhost2" in code["fix"], code
     assert found[("sshhost1", "paths")]["status"] == "PASS"
     paths = found[("sshhost2", "paths")]
-    assert (
-        paths["status"] == "FAIL"
-        and f"{PRIVATE / 'data'} not found on sshhost2" in (paths["detail"])
-    ), paths
+    assert paths["status"] == "FAIL" and f"{data} not found on sshhost2" in (paths["detail"]), paths
     assert str(ROOT / "examples") not in paths["detail"]  # seen by both hosts
     assert found[("all", "collective")]["status"] == "PASS", report
 
@@ -98,16 +102,14 @@ def test_doctor_on_nodes_started_by_hand_gives_every_node_the_whole_table(
 ) -> None:
     """`noderun doctor --nnodes 2 --node-rank R --master-addr sshhost1` typed on each host,
     node 1 first: both print both nodes' checks, the odd script and the missing path named."""
-    for name, text in (("sshhost1", "print('one')\n"), ("sshhost2", "print('two')\n")):
-        (ssh_lab.private(name) / "train.py").write_text(text)
-    (ssh_lab.private("sshhost1") / "data").mkdir()
+    script, data = _differing_script_and_data(ssh_lab, tmp_path.name)
     port = free_port()
 
     def on_host(host: str, rank: int) -> subprocess.Popen[str]:
         command = shlex.join(
             [sys.executable, "-m", "noderun", "doctor", "--nnodes", "2", "--node-rank", str(rank),
              "--master-addr", "sshhost1", "--master-port", str(port), "--script",
-             str(PRIVATE / "train.py"), "--check-path", str(PRIVATE / "data"), "--json",
+             str(script), "--check-path", str(data), "--json",
              "--run-dir", str(tmp_path / f"doc{rank}")]
         )  # fmt: skip
         return subprocess.Popen(
