@@ -15,7 +15,7 @@ from noderun.check_result import Status
 from noderun.doctor import checks, fingerprint
 from noderun.doctor.collective import bus_factor
 from noderun.doctor.probe import read_marked, visible_env, write_marked
-from noderun.doctor.runner import batch_plan
+from noderun.doctor.runner import Checklist, batch_plan
 from noderun.errors import UsageError
 
 
@@ -172,6 +172,13 @@ def test_submit_script_is_rendered_by_plan_sbatch(tmp_path):
     assert last[0] == "exec" and Path(last[1]).name.startswith("python")
     assert last[2:5] == ["-m", "noderun", "doctor"]
     assert last[last.index("--result-file") + 1] == str(run_dir / "doctor.json")
+    checklist = Checklist("/w/my train.py", ("/data/a b", "/models"))
+    last = shlex.split(str(batch_plan(2, 1, run_dir, None, checklist)).splitlines()[-1])
+    assert last[last.index("--script") + 1] == "/w/my train.py"  # quoted through the script
+    assert [last[i + 1] for i, word in enumerate(last) if word == "--check-path"] == [
+        "/data/a b",
+        "/models",
+    ]
 
 
 def test_submit_refuses_a_path_sbatch_cannot_carry(tmp_path):

@@ -41,6 +41,7 @@ def test_classifier_on_two_hosts_by_two_processes_is_healthy(
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "ssh" and record["hosts"] == ["sshhost1", "sshhost2"]
     assert record["remote_files"] == {"sshhost1": "shared", "sshhost2": "shared"}  # as-is
+    assert "copied back" not in result.stdout
     runtime = json.loads((run_dir / "runtime.json").read_text())
     assert runtime["rank_hosts"] == ["sshhost1", "sshhost1", "sshhost2", "sshhost2"]
     verified = noderun(["verify", str(run_dir)])
@@ -218,6 +219,7 @@ def test_without_a_shared_filesystem_the_hosts_files_are_copied_back(
         timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"sshhost1, sshhost2 do not share {run_dir}: what the ranks wrote" in result.stdout
     record = json.loads((run_dir / "run.json").read_text())
     copied = record["remote_files"]
     assert set(copied) == {"sshhost1", "sshhost2"}, copied

@@ -203,6 +203,13 @@ def copy_back(plan: LaunchPlan, config: str | None = None) -> dict[str, str]:
             said = list(pool.map(lambda h: _copy_from(h, remote, plan.run_dir, config), hosts))
     finally:
         marker.unlink(missing_ok=True)
+    copied = [host for host, what in zip(hosts, said, strict=True) if what != "shared"]
+    if copied:  # say which: the README promises it, run.json's remote_files keeps it
+        print(
+            f"noderun: {', '.join(copied)} do not share {plan.run_dir}: what the ranks wrote "
+            "there was copied back here (run.json remote_files)",
+            flush=True,
+        )
     return dict(zip(hosts, said, strict=True))
 
 
