@@ -15,6 +15,7 @@ what a user's ~/.ssh/config would (user, key, known hosts) and is what the tests
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import shutil
@@ -22,12 +23,16 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 ROOT = Path("/tmp/noderun-ssh-lab")
 PORT = 2222
 BEGIN, END = "# noderun-ssh-lab begin", "# noderun-ssh-lab end"
 SSHD = "/usr/sbin/sshd"
 PRIVATE = ROOT / "private"  # each host sees its own ROOT/<host> here
+# one lab at a time on this machine (same addresses, same ROOT): a second session waits
+LOCK = Path("/tmp/noderun-ssh-lab.lock")
+LOCK_WAIT = 1200.0
 
 
 def addr(index: int) -> str:
@@ -68,11 +73,26 @@ class SshLab:
     def __init__(self, hosts: int = 2, hidden: dict[str, list[str]] | None = None) -> None:
         self.names = [f"sshhost{i}" for i in range(1, hosts + 1)]
         self.hidden = hidden or {}
+        self._lock: IO[str] | None = None
         self.procs: list[subprocess.Popen[bytes]] = []
         self.config = ROOT / "ssh_config"
         self.wrong_key_config = ROOT / "ssh_config_wrong_key"
 
+    def _take_lock(self) -> None:
+        """Wait for another session's lab (another checkout's tests) to stop first."""
+        self._lock = open(LOCK, "w")  # noqa: SIM115 (held until stop())
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another SSH lab held {LOCK} {LOCK_WAIT:.0f} s") from None
+                time.sleep(1)
+
     def start(self) -> SshLab:
+        self._take_lock()
         shutil.rmtree(ROOT, ignore_errors=True)
         ROOT.mkdir(parents=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation
@@ -176,3 +196,6 @@ class SshLab:
                 proc.kill()
         _hosts_block({})
         subprocess.run(["pkill", "-f", "ssh: /tmp/noderun-ssh-"], check=False)  # mux masters
+        if self._lock is not None:
+            self._lock.close()  # releases the flock
+            self._lock = None
