@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from noderun.check_result import Status
-from noderun.doctor import checks
+from noderun.doctor import checks, fingerprint
 from noderun.doctor.collective import bus_factor
 from noderun.doctor.probe import read_marked, visible_env, write_marked
-from noderun.doctor.runner import batch_plan
+from noderun.doctor.runner import Checklist, batch_plan
 from noderun.errors import UsageError
 
 
@@ -168,9 +172,89 @@ def test_submit_script_is_rendered_by_plan_sbatch(tmp_path):
     assert last[0] == "exec" and Path(last[1]).name.startswith("python")
     assert last[2:5] == ["-m", "noderun", "doctor"]
     assert last[last.index("--result-file") + 1] == str(run_dir / "doctor.json")
+    checklist = Checklist("/w/my train.py", ("/data/a b", "/models"))
+    last = shlex.split(str(batch_plan(2, 1, run_dir, None, checklist)).splitlines()[-1])
+    assert last[last.index("--script") + 1] == "/w/my train.py"  # quoted through the script
+    assert [last[i + 1] for i, word in enumerate(last) if word == "--check-path"] == [
+        "/data/a b",
+        "/models",
+    ]
 
 
 def test_submit_refuses_a_path_sbatch_cannot_carry(tmp_path):
     """#SBATCH lines are not shell: a quoted path would reach sbatch with its quotes."""
     with pytest.raises(UsageError, match="#SBATCH lines cannot carry"):
         batch_plan(3, 1, tmp_path / "run dir; rm -rf ~", "debug")
+
+
+def code(script: str | None = "aaaa", noderun: str = "n1", torch: str = "t1") -> dict:
+    packages = {
+        "noderun": {"version": "0.1.0", "sha256": noderun},
+        "torch": {"version": "2.13.0", "sha256": torch},
+    }
+    digest = {"path": "/w/train.py", "sha256": script, "error": None if script else "No such file"}
+    return {"script": digest, "packages": packages}
+
+
+def test_the_same_code_everywhere_passes_and_old_probes_skip():
+    found = statuses([facts("node1", code=code()), facts("node2", code=code())])
+    assert found[("node2", "same-code")].status is Status.PASS
+    assert "train.py aaaa" in found[("node2", "same-code")].detail
+    assert statuses([facts("node1"), facts("node2")])[("node1", "same-code")].status is Status.SKIP
+
+
+@pytest.mark.parametrize(
+    ("node2", "words", "fix"),
+    [
+        (code(script="bbbb"), "train.py bbbb differs from node1's aaaa", "copy the same "
+         "/w/train.py to node2"),
+        (code(noderun="n2"), "noderun 0.1.0 n2 differs from node1's n1", "install the same "
+         "noderun on node2 as on node1"),
+        (code(torch="t2"), "torch 2.13.0 t2 differs from node1's t1", "install the same torch"),
+        (code(script=None), "/w/train.py: No such file", "put /w/train.py on node2"),
+    ],
+    ids=["script", "noderun", "torch", "no-script"],
+)  # fmt: skip
+def test_different_code_on_a_node_fails_there_naming_the_others(node2, words, fix):
+    found = statuses([facts("node1", code=code()), facts("node2", code=node2)])
+    result = found[("node2", "same-code")]
+    assert result.status is Status.FAIL and words in result.detail and fix in result.fix, result
+    assert found[("node1", "same-code")].status is Status.PASS  # a tie: node 0 is the reference
+
+
+def test_the_odd_node_out_is_the_one_named():
+    probes = [facts("node1", code=code(script="cccc")), facts("node2", code=code()),
+              facts("node3", code=code())]  # fmt: skip
+    found = statuses(probes, hosts=("node1", "node2", "node3"))
+    assert found[("node1", "same-code")].status is Status.FAIL
+    assert "differs from node2, node3's aaaa" in found[("node1", "same-code")].detail
+    assert found[("node3", "same-code")].status is Status.PASS
+
+
+def test_a_check_path_missing_on_a_node_fails_there():
+    seen = [{"path": "/data/digits", "exists": True, "kind": "dir"}]
+    absent = [{"path": "/data/digits", "exists": False, "kind": None}]
+    found = statuses([facts("node1", paths=seen), facts("node2", paths=absent)])
+    assert found[("node1", "paths")].status is Status.PASS
+    result = found[("node2", "paths")]
+    assert result.status is Status.FAIL and "/data/digits not found on node2" in result.detail
+    assert "mount or copy /data/digits on node2" in result.fix
+    assert statuses([facts("node1", paths=[])])[("node1", "paths")].status is Status.SKIP
+
+
+def test_code_facts_hash_files_and_packages_without_importing_torch(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    probe = (
+        "import json, sys; from noderun.doctor.fingerprint import code_facts, path_facts; "
+        f"print(json.dumps([code_facts({str(script)!r}), path_facts([{str(tmp_path)!r}, "
+        "'/nonexistent/x']), 'torch' in sys.modules]))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    found, paths, imported = json.loads(done.stdout)
+    assert found["script"]["sha256"] == hashlib.sha256(b"print(1)\n").hexdigest()
+    assert found["packages"]["torch"]["basis"] == "RECORD"  # a wheel: pip's per-file hashes
+    assert found["packages"]["noderun"]["sha256"]  # editable here: its .py files
+    assert [p["exists"] for p in paths] == [True, False] and not imported
+    script.write_text("print(2)\n")
+    assert fingerprint.file_digest(str(script))["sha256"] != found["script"]["sha256"]

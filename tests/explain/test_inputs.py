@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from noderun.explain.sources import failed_rank
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -110,3 +112,26 @@ def test_unknown_job_id_is_exit_2():
     done = explain_cli("987654321")
     assert done.returncode == 2
     assert "unknown SLURM job id 987654321" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        (
+            {"hosts": ["h1", "h2"], "failure": {"rank": 3, "node_rank": 1, "local_rank": 1,
+                                                "reason": "killed by SIGKILL"}},
+            "rank 3 (node 1 on h2, local rank 1): killed by SIGKILL",
+        ),
+        (
+            {"hosts": ["h1"], "failure": {"rank": None, "node_rank": 0, "reason": "agent failed"}},
+            "node 0 on h1: agent failed",
+        ),
+        ({"failure": {"rank": 0, "node_rank": 0, "reason": "exit code 1"}},
+         "rank 0 (node 0): exit code 1"),
+        ({"status": "completed"}, None),
+    ],
+)  # fmt: skip
+def test_failed_rank_names_node_and_host_from_run_json(
+    record: dict[str, object], expected: str | None
+) -> None:
+    assert failed_rank(record) == expected

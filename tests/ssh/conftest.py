@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +15,8 @@ def ssh_lab() -> Iterator[SshLab]:
     why = available()
     if why:
         pytest.skip(why)
-    lab = SshLab(hosts=2).start()
+    # sshhost3 is a host without this venv (an empty tmpfs over it there)
+    lab = SshLab(hosts=3, hidden={"sshhost3": [sys.prefix]}).start()
     try:
         yield lab
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SCRIPTS, noderun, processes_running
-from tests.ssh.lab import SshLab
+from tests.ssh.lab import PRIVATE, SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 CLASSIFIER = ROOT / "examples" / "ddp_classifier.py"
@@ -40,6 +40,8 @@ def test_classifier_on_two_hosts_by_two_processes_is_healthy(
     assert "sshhost1:0| epoch 2/2" in result.stdout, result.stdout[-2000:]
     record = json.loads((run_dir / "run.json").read_text())
     assert record["backend"] == "ssh" and record["hosts"] == ["sshhost1", "sshhost2"]
+    assert record["remote_files"] == {"sshhost1": "shared", "sshhost2": "shared"}  # as-is
+    assert "copied back" not in result.stdout
     runtime = json.loads((run_dir / "runtime.json").read_text())
     assert runtime["rank_hosts"] == ["sshhost1", "sshhost1", "sshhost2", "sshhost2"]
     verified = noderun(["verify", str(run_dir)])
@@ -204,3 +206,31 @@ def test_doctor_over_ssh_probes_every_host_and_runs_the_collective(
         ["doctor", "--hosts", "sshhost1,sshdown", "--ssh-config", str(ssh_lab.config)], cwd=ROOT
     )
     assert down.returncode == 2 and "host sshdown: ssh failed" in down.stderr, down.stderr
+
+
+def test_without_a_shared_filesystem_the_hosts_files_are_copied_back(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    """The run directory under lab.PRIVATE is a different folder on each host (and here)."""
+    run_dir = PRIVATE / f"run-{tmp_path.name}"
+    result = noderun(
+        [*_ssh(ssh_lab, "--run-dir", str(run_dir)), str(CLASSIFIER), "--epochs", "1"],
+        cwd=ROOT,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"sshhost1, sshhost2 do not share {run_dir}: what the ranks wrote" in result.stdout
+    record = json.loads((run_dir / "run.json").read_text())
+    copied = record["remote_files"]
+    assert set(copied) == {"sshhost1", "sshhost2"}, copied
+    assert all(what.startswith("copied back (") for what in copied.values()), copied
+    assert (ssh_lab.private("sshhost1") / run_dir.name / "metrics.csv").is_file()  # written there
+    for name in ("metrics.csv", "runtime.json", "checkpoints/epoch-0001/.complete",
+                 "logs/torchelastic/node1", "logs/rank0.log"):  # fmt: skip
+        assert (run_dir / name).exists(), name
+    counts = {line["stage"]: line["count"] for line in record["timeline"]}
+    assert counts.get("rank_started") == 2, counts  # each host's rank: their lines merged in
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0, verified.stdout
+    lines = {line.split()[0]: line for line in verified.stdout.splitlines() if line.strip()}
+    assert lines["checkpoint"].split()[1] == "PASS" and lines["metrics"].split()[1] == "PASS"

@@ -6,18 +6,27 @@ an ``ssh HOST 'cd … && exec env … python ssh_guard.py -- torchrun …'`` pro
 adds is checked here first, on every host at once: the host answers (BatchMode: no
 password prompt), the working directory and the interpreter exist, torch and noderun are
 importable there, and the rendezvous port is free on the master. Each problem is one line
-naming the host.
+naming the host. After the run, what the ranks wrote into a host's own run directory (no
+shared filesystem) is copied back here (``copy_back``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import fnmatch
+import os
+import secrets
 import shlex
+import shutil
 import subprocess
+import sys
+import tarfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from noderun.backends.local import SSH_FAILED
 from noderun.errors import UsageError
+from noderun.plan import LaunchPlan
 from noderun.plan.ssh import ssh_argv
 
 # runs on the host as `python -c CHECK GUARD PORT`; prints one line, exit 0 when all is well
@@ -143,3 +152,111 @@ def close_connections(hosts: Sequence[str], config: str | None = None) -> None:
             check=False,
             timeout=10,
         )
+
+
+# runs on a host as `python -c COPY_BACK RUN_DIR TOKEN`: exit 3 when the host sees this run
+# directory (the token file written here is there), 4 when it has none; else a tar on stdout
+# of what the ranks wrote there: all but older checkpoints (the newest complete one comes;
+# tags sort by name and `.complete` marks a finished one, as in runtime/checkpoint.py)
+COPY_BACK = r"""
+import os, sys, tarfile
+run_dir, token = sys.argv[1], sys.argv[2]
+try:
+    with open(os.path.join(run_dir, ".noderun-copy-back")) as f:
+        if f.read() == token:
+            sys.exit(3)
+except OSError:
+    pass
+if not os.path.isdir(run_dir):
+    sys.exit(4)
+ckpt = os.path.join(run_dir, "checkpoints")
+done = sorted(d for d in (os.listdir(ckpt) if os.path.isdir(ckpt) else [])
+              if not d.startswith(".") and os.path.isfile(os.path.join(ckpt, d, ".complete")))
+def wanted(info):
+    parts = info.name.split("/")
+    if len(parts) > 2 and parts[1] == "checkpoints" and parts[2] not in done[-1:]:
+        return None
+    return info
+with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
+    tar.add(run_dir, arcname=".", filter=wanted)
+"""
+COPY_TOKEN = ".noderun-copy-back"
+# written here by noderun itself (run.json, the lock, the streamed rank and agent logs): kept
+OWN = ("run.json", ".noderun.lock", "logs/rank*.log", "logs/node*.agent.log", COPY_TOKEN)
+MERGED = "logs/timeline.jsonl"  # every process appends to it: the hosts' new lines are added
+
+
+def copy_back(plan: LaunchPlan, config: str | None = None) -> dict[str, str]:
+    """Bring what the ranks wrote into each host's run directory here, unless the host sees
+    this very directory (a shared filesystem): the host's files replace older copies, those
+    noderun wrote here (``OWN``) are kept. ``{host: what happened}``, ``{}`` without hosts."""
+    hosts = [node.host for node in plan.nodes if node.remote]
+    if not hosts:
+        return {}
+    token = secrets.token_hex(16)
+    marker = plan.run_dir / COPY_TOKEN
+    marker.write_text(token)
+    python = sys.executable
+    remote = shlex.join([python, "-c", COPY_BACK, str(plan.run_dir), token])
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(hosts), 32)) as pool:
+            said = list(pool.map(lambda h: _copy_from(h, remote, plan.run_dir, config), hosts))
+    finally:
+        marker.unlink(missing_ok=True)
+    copied = [host for host, what in zip(hosts, said, strict=True) if what != "shared"]
+    if copied:  # say which: the README promises it, run.json's remote_files keeps it
+        print(
+            f"noderun: {', '.join(copied)} do not share {plan.run_dir}: what the ranks wrote "
+            "there was copied back here (run.json remote_files)",
+            flush=True,
+        )
+    return dict(zip(hosts, said, strict=True))
+
+
+def _copy_from(host: str, remote: str, run_dir: Path, config: str | None) -> str:
+    proc = subprocess.Popen(
+        ssh_argv(host, remote, config=config),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    copied = 0
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            for member in tar:
+                copied += merge_file(tar, member, run_dir)
+    except tarfile.ReadError:
+        pass  # no tar came: the exit code says why
+    code = proc.wait()
+    error = proc.stderr.read().decode(errors="replace").strip().splitlines()
+    if code == 3:
+        return "shared"
+    if code == 4:
+        return "no run directory there"
+    if code != 0:
+        return f"not copied: {error[-1] if error else f'exit code {code}'}"
+    return f"copied back ({copied} files)"
+
+
+def merge_file(tar: tarfile.TarFile, member: tarfile.TarInfo, run_dir: Path) -> int:
+    """One file of a host's run directory into ``run_dir``; 1 when something was written."""
+    name = os.path.normpath(member.name)
+    if not member.isfile() or name.startswith(("..", "/")):
+        return 0
+    if any(fnmatch.fnmatchcase(name, pattern) for pattern in OWN):
+        return 0
+    source = tar.extractfile(member)
+    if source is None:
+        return 0
+    target = run_dir / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if name == MERGED:  # lines of earlier attempts were added before: only new ones
+        known = set(target.read_bytes().splitlines()) if target.exists() else set()
+        new = [line for line in source.read().splitlines() if line and line not in known]
+        with open(target, "ab") as sink:
+            sink.write(b"".join(line + b"\n" for line in new))
+        return 1 if new else 0
+    with source, open(target, "wb") as sink:
+        shutil.copyfileobj(source, sink)
+    return 1

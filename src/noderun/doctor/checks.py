@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from noderun.check_result import Check, Status, failed, passed, skipped, warned
@@ -161,6 +162,8 @@ def check_interface(facts: Facts, everyone: Sequence[Facts]) -> Check:
 
 def check_shared_fs(facts: Facts, _: Sequence[Facts]) -> Check:
     shared = facts.get("shared_fs") or {}
+    if shared.get("skipped"):
+        return skipped("shared-fs", shared["skipped"])
     if not shared.get("ok"):
         why = shared.get("error") or "different content"
         return failed(
@@ -216,6 +219,77 @@ def check_leftovers(facts: Facts, _: Sequence[Facts]) -> Check:
     )
 
 
+def _reference(values: Sequence[tuple[Facts, Any]]) -> Any:
+    """The value most nodes have; on a tie, the master's (node 0's)."""
+    counts = Counter(value for _, value in values)
+    top = max(counts.values())
+    tied = [value for _, value in values if counts[value] == top]
+    masters = [value for facts, value in values if facts.get("is_master") and value in tied]
+    return (masters or tied)[0]
+
+
+def _code_items(facts: Facts) -> dict[str, tuple[str | None, str]]:
+    """``what -> (hash or None, how to show it)`` for the script and each package."""
+    code = facts.get("code") or {}
+    items: dict[str, tuple[str | None, str]] = {}
+    script = code.get("script")
+    if script:
+        shown = Path(script["path"]).name
+        items["script"] = (script.get("sha256"), f"{shown} {str(script.get('sha256'))[:12]}")
+    for name, package in sorted((code.get("packages") or {}).items()):
+        digest = package.get("sha256")
+        items[name] = (digest, f"{name} {package.get('version')} {str(digest)[:12]}")
+    return items
+
+
+def check_same_code(facts: Facts, everyone: Sequence[Facts]) -> Check:
+    """The script, noderun and torch hash alike on every node (seed 001's "same code")."""
+    mine = _code_items(facts)
+    if not mine:
+        return skipped("same-code", "the probe sent no code facts")
+    problems, fixes = [], []
+    script = (facts.get("code") or {}).get("script") or {}
+    for what, (digest, shown) in mine.items():
+        if digest is None:
+            path = script.get("path") if what == "script" else what
+            problems.append(f"{path}: {script.get('error') if what == 'script' else 'missing'}")
+            fixes.append(f"put {path} on {facts.get('host')}")
+            continue
+        values = [(f, _code_items(f).get(what, (None, ""))[0]) for f in everyone]
+        expected = _reference([(f, v) for f, v in values if v is not None])
+        if digest != expected:
+            same = [str(f.get("host")) for f, v in values if v == expected]
+            problems.append(f"{shown} differs from {', '.join(same)}'s {str(expected)[:12]}")
+            fixes.append(
+                f"copy the same {script.get('path')} to {facts.get('host')}"
+                if what == "script"
+                else f"install the same {what} on {facts.get('host')} as on {same[0]}"
+            )
+    if problems:
+        return failed(
+            "same-code",
+            "; ".join(problems),
+            "; ".join(fixes) + " (rsync or git pull, or one shared filesystem for code and venv)",
+        )
+    return passed("same-code", ", ".join(shown for _, shown in mine.values()))
+
+
+def check_paths(facts: Facts, _: Sequence[Facts]) -> Check:
+    """Every ``--check-path`` is visible on this node."""
+    paths = facts.get("paths") or []
+    if not paths:
+        return skipped("paths", "no --check-path given")
+    missing = [p["path"] for p in paths if not p.get("exists")]
+    if missing:
+        return failed(
+            "paths",
+            f"{', '.join(missing)} not found on {facts.get('host')}",
+            f"mount or copy {missing[0]} on {facts.get('host')} at the same path as on the "
+            "other nodes",
+        )
+    return passed("paths", ", ".join(f"{p['path']} ({p['kind']})" for p in paths))
+
+
 NODE_CHECKS: tuple[Callable[[Facts, Sequence[Facts]], Check], ...] = (
     check_versions,
     check_devices,
@@ -227,6 +301,8 @@ NODE_CHECKS: tuple[Callable[[Facts, Sequence[Facts]], Check], ...] = (
     check_disk,
     check_clock,
     check_leftovers,
+    check_same_code,
+    check_paths,
 )
 
 

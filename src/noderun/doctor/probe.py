@@ -20,12 +20,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from noderun.doctor.fingerprint import code_facts, path_facts
 
 MARKER = "NODERUN_DOCTOR_PROBE "
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -199,10 +201,21 @@ def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
 
 
 def run_probe(
-    master: str, port: int, nnodes: int, token_file: Path, token: str, wait: float
+    master: str,
+    port: int,
+    nnodes: int,
+    token_file: Path | None,
+    token: str,
+    wait: float,
+    script: str | None = None,
+    paths: Sequence[str] = (),
+    is_master: bool | None = None,
 ) -> dict[str, Any]:
+    """This node's facts; ``token_file`` None: no shared run directory to check (nodes
+    started by hand), ``is_master`` None: this is the master if its hostname is ``master``."""
     host = socket.gethostname()
-    is_master = host == master or host.split(".")[0] == master.split(".")[0]
+    if is_master is None:
+        is_master = host == master or host.split(".")[0] == master.split(".")[0]
     deadline = time.monotonic() + wait
     facts: dict[str, Any] = {"host": host, "is_master": is_master, **versions()}
     facts["tasks_per_node"] = os.environ.get("NODERUN_DOCTOR_TASKS_PER_NODE")
@@ -227,13 +240,19 @@ def run_probe(
     facts["contact"] = contact_master(address, port, deadline)
     facts["route"] = route_interface(address, port)
     facts["interfaces"] = sorted(psutil.net_if_addrs())
-    try:
-        facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
-    except OSError as err:
-        facts["shared_fs"] = {"path": str(token_file), "ok": False, "error": str(err)}
-    usage = shutil.disk_usage(token_file.parent if token_file.parent.exists() else "/")
+    if token_file is None:
+        facts["shared_fs"] = {"skipped": "nodes started by hand keep their own run directories"}
+    else:
+        try:
+            facts["shared_fs"] = {"path": str(token_file), "ok": token_file.read_text() == token}
+        except OSError as err:
+            facts["shared_fs"] = {"path": str(token_file), "ok": False, "error": str(err)}
+    here = token_file.parent if token_file is not None and token_file.parent.exists() else "."
+    usage = shutil.disk_usage(here)
     facts["disk_free_bytes"] = usage.free
     facts["leftovers"] = leftovers()
+    facts["code"] = code_facts(script)
+    facts["paths"] = path_facts(paths)
     if server is not None:
         server.join()
         listener.close()
@@ -250,8 +269,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-file", type=Path, required=True)
     parser.add_argument("--token", required=True)
     parser.add_argument("--wait", type=float, default=20.0)
+    parser.add_argument("--script", help="hash this file (the training script)")
+    parser.add_argument("--check-path", action="append", default=[], dest="paths")
     args = parser.parse_args(argv)
-    facts = run_probe(args.master, args.port, args.nnodes, args.token_file, args.token, args.wait)
+    facts = run_probe(
+        args.master,
+        args.port,
+        args.nnodes,
+        args.token_file,
+        args.token,
+        args.wait,
+        script=args.script,
+        paths=args.paths,
+    )
     write_marked(MARKER, json.dumps(facts, default=str))
     return 0
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from noderun.backends import slurm
 from noderun.backends.ports import free_port
+from noderun.check_result import failed, skipped
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
@@ -30,8 +31,25 @@ from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job
 
 PROBE_WAIT = 20.0
+HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
 STEP_TIMEOUT = 180.0
 RESULT_FILE = "doctor.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Checklist:
+    """Seed 001's checklist items the probes answer: a script to hash on every node (with
+    noderun and torch, always), and paths every node must see."""
+
+    script: str | None = None
+    paths: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        """As probe (and doctor) arguments: ``--script S --check-path P …``."""
+        out = ["--script", self.script] if self.script else []
+        for path in self.paths:
+            out += ["--check-path", path]
+        return out
 
 
 @dataclasses.dataclass
@@ -95,11 +113,13 @@ def _write_token(run_dir: Path) -> tuple[Path, str]:
     return path, token
 
 
-def _probe_argv(master: str, port: int, nnodes: int, token_file: Path, token: str) -> list[str]:
+def _probe_argv(
+    master: str, port: int, nnodes: int, token_file: Path, token: str, checklist: Checklist
+) -> list[str]:
     return [
         sys.executable, "-m", "noderun.doctor.probe", "--master", master, "--port", str(port),
         "--nnodes", str(nnodes), "--token-file", str(token_file), "--token", token,
-        "--wait", str(PROBE_WAIT),
+        "--wait", str(PROBE_WAIT), *checklist.args(),
     ]  # fmt: skip
 
 
@@ -138,12 +158,12 @@ def _collective(code: int, text: str, log: Path) -> tuple[Any, str]:
     return None, f"{tail[0][:200]} (log: {log})"
 
 
-def run_local(run_dir: Path, nproc: int) -> DoctorResult:
+def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> DoctorResult:
     """This machine: one probe, and a collective test over ``nproc`` local ranks."""
     token_file, token = _write_token(run_dir)
     host = socket.gethostname()
     env = {**os.environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
-    argv = _probe_argv(host, free_port(), 1, token_file, token)
+    argv = _probe_argv(host, free_port(), 1, token_file, token, checklist)
     _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
     checks = node_checks(_marked(text, PROBE_MARKER), [host])
     log = run_dir / "logs" / "doctor-collective.log"
@@ -160,7 +180,9 @@ def run_local(run_dir: Path, nproc: int) -> DoctorResult:
     return DoctorResult("local", [host], checks, collective, str(run_dir))
 
 
-def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> DoctorResult:
+def run_in_allocation(
+    run_dir: Path, nproc: int, environ: Mapping[str, str], checklist: Checklist = Checklist()
+) -> DoctorResult:
     """Inside sbatch/salloc: one probe per node in one srun step, then the collective step."""
     slurm.require_command("srun")
     job = environ["SLURM_JOB_ID"]
@@ -175,7 +197,7 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
     began = time.monotonic()
     _, text = _srun(
         step,
-        _probe_argv(hosts[0], port, n, token_file, token),
+        _probe_argv(hosts[0], port, n, token_file, token, checklist),
         env,
         run_dir / "logs" / "doctor-probe.log",
     )
@@ -206,7 +228,11 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
 
 
 def run_over_ssh(
-    hosts: Sequence[str], run_dir: Path, nproc: int, ssh_config: str | None
+    hosts: Sequence[str],
+    run_dir: Path,
+    nproc: int,
+    ssh_config: str | None,
+    checklist: Checklist = Checklist(),
 ) -> DoctorResult:
     """Plain SSH hosts: the launch checks, one probe per host at once, then the collective
     test as ``noderun run --hosts`` would start it (one torchrun agent per host)."""
@@ -232,7 +258,7 @@ def run_over_ssh(
         return max(code for code, _ in done), "".join(text for _, text in done)
 
     began = time.monotonic()
-    probe_argv = _probe_argv(hosts[0], port, n, token_file, token)
+    probe_argv = _probe_argv(hosts[0], port, n, token_file, token, checklist)
     _, text = on_hosts([probe_argv] * n, run_dir / "logs" / "doctor-probe.log")
     probe_sec = time.monotonic() - began
     probes = _marked(text, PROBE_MARKER)
@@ -274,7 +300,74 @@ def run_over_ssh(
     )
 
 
-def batch_plan(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> SbatchPlan:
+def run_hand_started(
+    nnodes: int,
+    node_rank: int,
+    master: str,
+    port: int,
+    run_dir: Path,
+    checklist: Checklist = Checklist(),
+    wait: float = HAND_WAIT,
+) -> DoctorResult:
+    """One of ``nnodes`` machines started by hand: probe here, swap facts through node 0
+    (``doctor/exchange.py``), judge every node; no collective test (nothing starts ranks)."""
+    from noderun.doctor import exchange
+    from noderun.doctor.probe import run_probe
+
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    swap_port = exchange.exchange_port(port)
+    listener = None
+    if node_rank == 0:  # listening before the probe: early nodes' reports wait in the backlog
+        try:
+            listener = exchange.listen(swap_port)
+        except OSError as err:
+            raise UsageError(
+                f"port {swap_port} (the doctor's, after the master port {port}) is taken here: "
+                f"{err.strerror}",
+                "pass another --master-port on every node",
+            ) from None
+    script, paths = checklist.script, checklist.paths
+    mine = run_probe(master, port, nnodes, None, "", wait, script, paths, is_master=node_rank == 0)
+    if listener is not None:
+        with listener:
+            everyone = exchange.gather(listener, nnodes, mine, wait)
+    else:
+        everyone = exchange.report(master, swap_port, node_rank, mine, wait)
+    probes = [everyone[rank] for rank in sorted(everyone)]
+    hosts = [str(f.get("host")) for f in probes]
+    checks = node_checks(probes, hosts)
+    absent = [rank for rank in range(nnodes) if rank not in everyone]
+    for rank in absent:
+        start = f"noderun doctor --nnodes {nnodes} --node-rank {rank} --master-addr {master}"
+        checks.append(
+            NodeCheck(
+                f"node {rank}",
+                failed(
+                    "probe",
+                    f"node {rank} did not report to node 0 ({master}:{swap_port}) within "
+                    f"{wait:.0f} s",
+                    f"run `{start}` on that machine within {wait:.0f} s of the others",
+                ),
+            )
+        )
+    checks.append(
+        NodeCheck(
+            "all",
+            skipped("collective", "not run across nodes started by hand: `noderun run` them"),
+        )
+    )
+    nodes = [*hosts, *(f"node {rank}" for rank in absent)]
+    mode = f"node {node_rank} of {nnodes} started by hand, master {master}:{port}"
+    return DoctorResult(mode, nodes, checks, None, str(run_dir))
+
+
+def batch_plan(
+    nodes: int,
+    nproc: int,
+    run_dir: Path,
+    partition: str | None,
+    checklist: Checklist = Checklist(),
+) -> SbatchPlan:
     """The job of ``--submit`` (plan/sbatch.py renders it): noderun doctor in the allocation."""
     return SubmitRequest(
         script="noderun-doctor",
@@ -286,20 +379,27 @@ def batch_plan(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> 
         partition=partition,
         time="00:10:00",
         job_name="noderun-doctor",
-        command=tuple(_doctor_args(run_dir, nproc)),
+        command=tuple(_doctor_args(run_dir, nproc, checklist)),
     ).materialize()
 
 
-def _doctor_args(run_dir: Path, nproc: int) -> list[str]:
+def _doctor_args(run_dir: Path, nproc: int, checklist: Checklist) -> list[str]:
     return [
         "doctor", "--run-dir", str(run_dir), "--nproc-per-node", str(nproc),
-        "--result-file", str(run_dir / RESULT_FILE),
+        "--result-file", str(run_dir / RESULT_FILE), *checklist.args(),
     ]  # fmt: skip
 
 
-def submit(nodes: int, nproc: int, run_dir: Path, partition: str | None) -> DoctorResult:
+def submit(
+    nodes: int,
+    nproc: int,
+    run_dir: Path,
+    partition: str | None,
+    checklist: Checklist = Checklist(),
+) -> DoctorResult:
     """sbatch the doctor, wait for the job, read back its result."""
-    plan = batch_plan(nodes, nproc, run_dir, partition)  # refuses bad input before any I/O
+    # refuses bad input before any I/O
+    plan = batch_plan(nodes, nproc, run_dir, partition, checklist)
     part = slurm.pick_partition(partition, slurm.partitions())
     if nodes > part.nodes:  # sbatch would accept it and the job would pend forever
         raise UsageError(

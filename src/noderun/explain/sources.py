@@ -32,6 +32,8 @@ class Sources:
     succeeded: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # how each attempt of a restarted or continued run ended (run.json's attempts)
     attempts: list[str] = dataclasses.field(default_factory=list)
+    # which rank failed where, as the launcher recorded it (run.json): "rank 3 (node 1 on h…"
+    failed_rank: str | None = None
     _seen: set[Path] = dataclasses.field(default_factory=set, repr=False)
 
     def add(self, path: Path) -> None:
@@ -98,6 +100,25 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def failed_rank(run: dict[str, Any]) -> str | None:
+    """The failed rank, its node and host from a run.json record, or None::
+
+    rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL
+    """
+    failure = run.get("failure") or {}
+    if not failure:
+        return None
+    node, hosts = failure.get("node_rank"), run.get("hosts") or []
+    host = failure.get("host") or (
+        hosts[node] if isinstance(node, int) and 0 <= node < len(hosts) else None
+    )
+    where = f"node {node}" + (f" on {host}" if host else "")
+    if failure.get("rank") is None:
+        return f"{where}: {failure.get('reason')}"
+    local = f", local rank {failure['local_rank']}" if failure.get("local_rank") is not None else ""
+    return f"rank {failure['rank']} ({where}{local}): {failure.get('reason')}"
+
+
 def _add_run_facts(sources: Sources, directory: Path) -> bool:
     """Rank error times become time hints for their logs; a failed run.json is a failure."""
     for error in sorted(directory.glob("logs/rank*.error.json")):
@@ -109,12 +130,9 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
     run = _read_json(directory / "run.json")
     sources.attempts += rundir.attempt_lines(run)
     if run.get("status") in ("failed", "interrupted") or run.get("exit_code") not in (None, 0):
-        failure = run.get("failure") or {}
-        text = f"run {run.get('status')}: " + (
-            f"rank {failure.get('rank')} (node {failure.get('node_rank')}): {failure.get('reason')}"
-            if failure
-            else f"exit code {run.get('exit_code')}"
-        )
+        where = failed_rank(run)
+        sources.failed_rank = sources.failed_rank or where
+        text = f"run {run.get('status')}: " + (where or f"exit code {run.get('exit_code')}")
         sources.failures.append((str(directory / "run.json"), text))
     elif run.get("status") == "completed":
         sources.succeeded.append((str(directory / "run.json"), "run completed, exit code 0"))

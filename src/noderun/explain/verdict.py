@@ -38,6 +38,7 @@ class Verdict:
     seen: list[Seen]
     finished: bool
     attempts: list[str] = dataclasses.field(default_factory=list)  # restarted runs: each one
+    failed_rank: str | None = None  # the launcher's record: rank, node, host, reason
 
     @property
     def failed(self) -> bool:
@@ -51,6 +52,7 @@ class Verdict:
             "warnings": [f.to_dict() for f in self.warnings],
             "seen": [s.to_dict() for s in self.seen],
             "attempts": self.attempts,
+            "failed_rank": self.failed_rank,
         }
 
 
@@ -82,7 +84,9 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
         warnings.insert(0, mismatch)
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
-    return Verdict(problems, warnings, _seen(ranker, sources), False, sources.attempts)
+    return Verdict(
+        problems, warnings, _seen(ranker, sources), False, sources.attempts, sources.failed_rank
+    )
 
 
 def _nccl_mismatch(ranker: Ranker) -> Finding | None:

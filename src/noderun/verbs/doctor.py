@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun import atomic
-from noderun.verbs.options import OptionTable, add_verb, positive_int, switch, value
+from noderun.errors import UsageError
+from noderun.plan.launch import TORCHRUN_DEFAULT_PORT
+from noderun.verbs.options import (
+    OptionTable,
+    add_verb,
+    port_number,
+    positive_int,
+    repeated,
+    switch,
+    value,
+)
 
 if TYPE_CHECKING:
     from noderun.doctor.runner import DoctorResult
@@ -26,6 +36,22 @@ OPTIONS = OptionTable(
         value("--partition", help="partition for --submit"),
         value("--hosts", metavar="HOST,HOST…", help="probe these hosts over ssh (no SLURM)"),
         value("--ssh-config", help="ssh client configuration file for --hosts (ssh -F)"),
+        # flags only: ranks carry NODERUN_NODE_RANK, which must not make a doctor hand-started
+        value("--nnodes", type=positive_int, env=False, help="nodes started by hand: how many"),
+        value("--node-rank", type=int, env=False, help="nodes started by hand: this node, 0..N-1"),
+        value("--master-addr", env=False, help="nodes started by hand: node 0's address"),
+        value(
+            "--master-port",
+            type=port_number,
+            env=False,
+            help="nodes started by hand: node 0's port (default 29500; the next one is used too)",
+        ),
+        value("--script", help="training script: its hash must match on every node"),
+        repeated(
+            "--check-path",
+            metavar="PATH",
+            help="a path (data, model) every node must see (repeatable)",
+        ),
         value("--run-dir", type=Path, help="where logs go (default runs/doctor-…)"),
         value("--result-file", type=Path, env=False, help=argparse.SUPPRESS),
     ),
@@ -38,9 +64,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         OPTIONS,
         main,
         help="preflight checks on every node: versions, network, port, filesystem, collective",
-        description="Probe this machine, or every node of the SLURM allocation it runs in (one "
-        "probe per node through srun), then run a real all_reduce test; print a node x check "
-        "table with a fix for each failure. Exit 1 if any check fails.",
+        description="Probe this machine, every node of the SLURM allocation it runs in (one "
+        "probe per node through srun), or every --hosts host over ssh, then run a real "
+        "all_reduce test; print a node x check table with a fix for each failure: versions, "
+        "the same code (hashes of --script, noderun and torch), --check-path paths, network, "
+        "port, filesystem. Exit 1 if any check fails.",
     )
 
 
@@ -53,14 +81,26 @@ def main(args: argparse.Namespace) -> int:
     nproc = args.nproc_per_node or (1 if inside or args.submit else 2)
     started = time.monotonic()
     hosts = [h.strip() for h in (args.hosts or "").split(",") if h.strip()]
-    if hosts:
-        result = runner.run_over_ssh(hosts, run_dir, args.nproc_per_node or 1, args.ssh_config)
+    checklist = runner.Checklist(
+        os.path.abspath(args.script) if args.script else None,
+        tuple(os.path.abspath(p) for p in args.check_path),
+    )
+    if args.node_rank is not None or args.master_addr:
+        nnodes = _hand_started(args)
+        port = args.master_port or TORCHRUN_DEFAULT_PORT
+        result = runner.run_hand_started(
+            nnodes, args.node_rank, args.master_addr, port, run_dir, checklist
+        )
+    elif hosts:
+        result = runner.run_over_ssh(
+            hosts, run_dir, args.nproc_per_node or 1, args.ssh_config, checklist
+        )
     elif args.submit:
-        result = runner.submit(args.nodes, nproc, run_dir, args.partition)
+        result = runner.submit(args.nodes, nproc, run_dir, args.partition, checklist)
     elif inside:
-        result = runner.run_in_allocation(run_dir, nproc, os.environ)
+        result = runner.run_in_allocation(run_dir, nproc, os.environ, checklist)
     else:
-        result = runner.run_local(run_dir, nproc)
+        result = runner.run_local(run_dir, nproc, checklist)
     if not args.submit:
         result.duration_sec = round(time.monotonic() - started, 2)
     if args.result_file:
@@ -70,6 +110,22 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_report(result)
     return 0 if result.healthy else 1
+
+
+def _hand_started(args: argparse.Namespace) -> int:
+    """--nnodes of a node started by hand, once --node-rank and --master-addr make sense."""
+    nnodes = args.nnodes or 0
+    if args.node_rank is None or not args.master_addr or nnodes < 2:
+        raise UsageError(
+            "a node started by hand needs --node-rank, --nnodes (2 or more) and --master-addr",
+            "run `noderun doctor --nnodes N --node-rank R --master-addr NODE0` on every "
+            "machine, R = 0..N-1",
+        )
+    if not 0 <= args.node_rank < nnodes:
+        raise UsageError(
+            f"--node-rank {args.node_rank} is not in 0..{nnodes - 1}", "give 0..N-1 for --nnodes N"
+        )
+    return int(nnodes)
 
 
 def print_report(result: DoctorResult) -> None:

@@ -67,6 +67,8 @@ def print_verdict(verdict: Verdict) -> None:
         print(f"  evidence: {_where(root)}")
         print(f"            {root.evidence.text}")
         print(f"  fix:      {root.fix}")
+        if verdict.failed_rank:  # the launcher's record: which rank, on which node and host
+            print(f"  failed:   {verdict.failed_rank}")
         for finding in others:
             print(f"also: {finding.cause}: {finding.summary}")
             print(f"  evidence: {_where(finding)}: {finding.evidence.text}")

@@ -256,6 +256,8 @@ def _supervise(
         )
         result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
         timeline.stamp(plan.run_dir, "teardown_done", "launcher")
+        if copied := ssh.copy_back(plan, getattr(args, "ssh_config", None)):  # SSH hosts only
+            record["remote_files"] = copied
         outcome = result.outcome(plan.run_dir)
         _record_outcome(record, result, outcome)
         record["timeline"] = timeline.gather(plan.run_dir, since)
