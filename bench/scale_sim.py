@@ -120,7 +120,7 @@ def gate(total: int) -> float:
 
 
 _MASTER = (
-    "from noderun.node_gate import NodeGate; NodeGate(index=0, total={total}, "
+    "from noderun.backends.node_gate import NodeGate; NodeGate(index=0, total={total}, "
     "addr='127.0.0.1', port={port}, host='sim0', join_timeout=60, describe=str).wait()"
 )
 

@@ -74,7 +74,7 @@ def test_plan_puts_the_master_on_the_first_host() -> None:
     assert second.argv[-2] == "h1"
     remote = shlex.split(second.argv[-1])
     assert "--master-addr=h0" in remote and "--node-rank=1" in remote
-    assert "NODERUN_RUN_DIR=/runs/r" in remote and "A=1" in remote
+    assert "NODERUN__RUN_DIR=/runs/r" in remote and "A=1" in remote
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job
+from noderun.topology.contract import RankContract
 
 PROBE_WAIT = 20.0
 STEP_TIMEOUT = 180.0
@@ -151,7 +152,7 @@ def run_local(run_dir: Path, nproc: int) -> DoctorResult:
         *_run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone",
              f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
-            {**os.environ, "NODERUN_RUN_DIR": str(run_dir)},
+            {**os.environ, **RankContract(run_dir=str(run_dir)).to_env()},
             log,
         ),
         log,
@@ -190,7 +191,7 @@ def run_in_allocation(run_dir: Path, nproc: int, environ: Mapping[str, str]) -> 
              "--kill-on-bad-exit=1", "--wait=30"],
             [sys.executable, "-m", "noderun.doctor.collective"],
             {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
-             "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
+             **RankContract(run_dir=str(run_dir), join_timeout=30.0).to_env()},
             run_dir / "logs" / "doctor-collective.log",
         ),
         run_dir / "logs" / "doctor-collective.log",
@@ -256,7 +257,7 @@ def run_over_ssh(
         )
         for i in range(n)
     ]
-    env["NODERUN_RUN_DIR"] = str(run_dir)
+    env.update(RankContract(run_dir=str(run_dir)).to_env())
     collective, error = _collective(*on_hosts(agents, log), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from noderun.topology.contract import RankContract
+
 
 class Entry(enum.StrEnum):
     """How a rank starts its program, as torchrun's flags say it."""
@@ -162,8 +164,7 @@ def plan_local(
             ),
             env={
                 **(env or {}),
-                "NODERUN_RUN_DIR": str(run_dir),
-                "NODERUN_NODE_RANK": str(node),
+                **RankContract(run_dir=str(run_dir), node_rank=node).to_env(),
                 "PYTHONUNBUFFERED": "1",
             },
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from noderun.errors import UsageError
 from noderun.plan.launch import Entry, LaunchPlan, NodeCommand, torchrun_argv
+from noderun.topology.contract import RankContract
 
 # started by path on every host, before the node's command (see noderun/ssh_guard.py)
 SSH_GUARD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ssh_guard.py")
@@ -147,8 +148,7 @@ def plan_ssh(
         )
         rank_env = {
             **env,
-            "NODERUN_RUN_DIR": str(run_dir),
-            "NODERUN_NODE_RANK": str(node),
+            **RankContract(run_dir=str(run_dir), node_rank=node).to_env(),
             "PYTHONUNBUFFERED": "1",
         }
         remote = remote_command(argv, rank_env, cwd, python, guard)

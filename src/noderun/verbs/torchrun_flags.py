@@ -23,6 +23,7 @@ from pathlib import Path
 from noderun import rundir
 from noderun.errors import UsageError
 from noderun.plan.launch import Entry
+from noderun.topology.contract import RankContract
 from noderun.verbs.options import port_number, positive_int, switch, value
 
 NPROC_WORDS = ("gpu", "cpu", "auto")
@@ -391,7 +392,7 @@ def run_dir_for(args: argparse.Namespace, flags: TorchrunFlags) -> Path:
 def restart_env(attempt: int, max_restarts: int) -> dict[str, str]:
     """Variables every rank of ``attempt`` (0 = first start) sees; the rank entry maps them to
     TORCHELASTIC_RESTART_COUNT/MAX_RESTARTS, as torchrun's agent sets them."""
-    return {"NODERUN_RESTART_COUNT": str(attempt), "NODERUN_MAX_RESTARTS": str(max_restarts)}
+    return RankContract(restart_count=attempt, max_restarts=max_restarts).to_env()
 
 
 def endpoint_port(
