@@ -23,10 +23,11 @@ from pathlib import Path
 from noderun import rundir
 from noderun.errors import UsageError
 from noderun.plan.launch import Entry
+from noderun.plan.run import NPROC_WORDS as NPROC_WORDS  # re-exported: verbs name them
+from noderun.plan.run import resolve_nproc as resolve_nproc
 from noderun.topology.contract import RankContract
 from noderun.verbs.options import port_number, positive_int, switch, value
 
-NPROC_WORDS = ("gpu", "cpu", "auto")
 RDZV_BACKENDS = ("static", "c10d")  # both give the same fixed gang; etcd is not run
 # --rdzv-conf keys noderun can honour; the rest tune elastic membership noderun does not have
 RDZV_CONF_JOIN = ("join_timeout", "timeout")
@@ -55,23 +56,6 @@ def nnodes_spec(text: str) -> int:
             f"{text!r}: noderun runs a fixed number of nodes (no elastic MIN:MAX); pass one number"
         )
     return positive_int(low)
-
-
-def resolve_nproc(spec: int | str, cpus: int, gpus: int | None) -> int:
-    """torchrun's ``determine_local_world_size``: gpu = visible GPUs (refused when none),
-    cpu = usable CPUs, auto = GPUs when there are any, else CPUs."""
-    if isinstance(spec, int):
-        return spec
-    if spec == "gpu":
-        if not gpus:
-            raise UsageError(
-                "--nproc-per-node gpu but no GPU is visible here",
-                "pass a number, or --nproc-per-node cpu/auto",
-            )
-        return gpus
-    if spec == "auto" and gpus:
-        return gpus
-    return max(cpus, 1)
 
 
 def local_cpus() -> int:
