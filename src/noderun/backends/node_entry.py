@@ -24,7 +24,7 @@ from noderun import timeline
 from noderun.backends.node_gate import NodeGate
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
-from noderun.plan.launch import Entry, rank_command, torchrun_argv
+from noderun.plan.launch import Entry, Gang, rank_command
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT
 from noderun.topology import in_slurm_step
 from noderun.topology.node_spec import SRUN_HINT, LaunchMode, NodeSpec
@@ -116,19 +116,19 @@ def exec_argv(
     script, args = command[0], command[1:]
     if spec.mode is LaunchMode.SRUN:
         return [python, *rank_command(script, args, entry)]
-    argv = torchrun_argv(
+    gang = Gang(
         nnodes=spec.nnodes,
         nproc_per_node=spec.nproc_per_node,
-        node_rank=spec.node_rank,
         master_addr=spec.master_addr,
         master_port=spec.master_port,
-        run_id=spec.run_id,
-        log_dir=spec.run_dir / "logs" / "torchelastic" / f"node{spec.node_rank}",
+        run_dir=spec.run_dir,
         script=script,
-        script_args=args,
+        script_args=tuple(args),
+        run_id=spec.run_id,
         python=python,
         entry=entry,
     )
+    argv = gang.agent_argv(spec.node_rank)
     # the static rendezvous would otherwise wait 600 s for an agent that died after check-in
     cut = len(argv) - len(command) - 1 - len(entry.flags())  # before the rank entry
     return [*argv[:cut], f"--rdzv-conf=timeout={spec.join_timeout:g}", *argv[cut:]]

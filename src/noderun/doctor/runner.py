@@ -214,7 +214,7 @@ def run_over_ssh(
     import concurrent.futures
 
     from noderun.backends import ssh
-    from noderun.plan.launch import Entry, torchrun_argv
+    from noderun.plan.launch import Entry, Gang
     from noderun.plan.ssh import SSH_GUARD, forwarded_env, remote_command, ssh_argv
 
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
@@ -242,19 +242,16 @@ def run_over_ssh(
     spare = (master.get("port") or {}).get("spare") or port + 1
     log = run_dir / "logs" / "doctor-collective.log"
     agents = [
-        torchrun_argv(
+        Gang(
             nnodes=n,
             nproc_per_node=nproc,
-            node_rank=i,
             master_addr=hosts[0],
             master_port=spare,
-            run_id=run_dir.name,
-            log_dir=run_dir / "logs" / "torchelastic" / f"node{i}",
+            run_dir=run_dir,
             script="noderun.doctor.collective",
-            script_args=(),
             python=python,
             entry=Entry.MODULE,
-        )
+        ).agent_argv(i)
         for i in range(n)
     ]
     env.update(RankContract(run_dir=str(run_dir)).to_env())

@@ -17,6 +17,7 @@ from noderun.errors import UsageError
 from noderun.plan.launch import (
     TORCHRUN_DEFAULT_PORT,
     Entry,
+    Gang,
     LaunchPlan,
     plan_hand_started,
     plan_local,
@@ -146,56 +147,46 @@ class RunRequest:
         assert isinstance(plan, LaunchPlan), "a SLURM request materializes to a StepPlan"
         return plan
 
-    def _local(self) -> LaunchPlan:
-        assert self.master_port is not None, "the verb finds a free port first"
-        return plan_local(
-            nnodes=self.nnodes or 1,
+    def _gang(self, master_addr: str, master_port: int, run_id: str) -> Gang:
+        return Gang(
+            nnodes=len(self.hosts) if self.where is Where.SSH else self.nnodes or 1,
             nproc_per_node=self.nproc,
-            master_port=self.master_port,
+            master_addr=master_addr,
+            master_port=master_port,
             run_dir=self.run_dir,
             script=self.program,
             script_args=self.script_args,
-            run_id=self.run_id or self.run_dir.name,
+            run_id=run_id,
             python=self.python,
             entry=self.entry,
-            env=self.restart_env() or None,
         )
 
+    def _local(self) -> LaunchPlan:
+        assert self.master_port is not None, "the verb finds a free port first"
+        gang = self._gang("127.0.0.1", self.master_port, self.run_id or self.run_dir.name)
+        return plan_local(gang, self.restart_env() or None)
+
     def _by_hand(self) -> LaunchPlan:
-        assert self.node_rank is not None and self.master_addr and self.nnodes
+        assert self.node_rank is not None and self.master_addr
         port = self.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node
+        run_id = self.run_id or f"hand-{self.master_addr}-{port}"
         return plan_hand_started(
-            nnodes=self.nnodes,
+            self._gang(self.master_addr, port, run_id),
             node_rank=self.node_rank,
-            nproc_per_node=self.nproc,
-            master_addr=self.master_addr,
-            master_port=port,
-            run_dir=self.run_dir,
-            script=self.program,
-            script_args=self.script_args,
-            run_id=self.run_id or f"hand-{self.master_addr}-{port}",
             join_timeout=self.join_timeout,
             host=self.host,
-            python=self.python,
-            entry=self.entry,
             env=self.restart_env() or None,
         )
 
     def _ssh(self) -> LaunchPlan:
         assert self.master_port is not None, "node 0 offered a port first"
+        gang = self._gang(self.hosts[0], self.master_port, self.run_id or self.run_dir.name)
         return plan_ssh(
-            hosts=list(self.hosts),
-            nproc_per_node=self.nproc,
-            master_port=self.master_port,
-            run_dir=self.run_dir,
-            script=self.program,
-            script_args=self.script_args,
-            run_id=self.run_id or self.run_dir.name,
+            gang,
+            self.hosts,
             cwd=self.cwd,
-            python=self.python,
             guard=SSH_GUARD,
             env={**dict(self.env), **self.restart_env()},
-            entry=self.entry,
             ssh_config=self.ssh_config,
         )
 

@@ -23,7 +23,7 @@ from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
 from noderun.outcome import Outcome, restart_refusal
-from noderun.plan import plan_local
+from noderun.plan.launch import Gang, plan_local
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
@@ -167,17 +167,18 @@ def _single_node(
 ) -> Outcome:
     """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
     port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
-    plan = plan_local(
+    gang = Gang(
         nnodes=1,
         nproc_per_node=step.nproc_per_node,
+        master_addr="127.0.0.1",
         master_port=require_free_port(port),
         run_dir=step.run_dir,
         script=step.script,
         script_args=step.script_args,
         run_id=step.run_id or environ["SLURM_JOB_ID"],
         entry=step.entry,
-        env=dict(step.env),
     )
+    plan = plan_local(gang, dict(step.env))
     return LocalSupervisor(plan, stall=stall, show=flags.shown).run().outcome(step.run_dir)
 
 
