@@ -46,44 +46,6 @@ class NodeCommand:
         return f"{exports} {shlex.join(self.argv)}".strip()
 
 
-@dataclasses.dataclass(frozen=True)
-class LaunchPlan:
-    """A whole job: nodes × processes per node, one rendezvous, one run directory."""
-
-    nnodes: int
-    nproc_per_node: int
-    master_addr: str
-    master_port: int
-    run_dir: Path
-    script: str
-    script_args: tuple[str, ...]
-    nodes: tuple[NodeCommand, ...]
-    entry: Entry = Entry.SCRIPT
-
-    @property
-    def world_size(self) -> int:
-        return self.nnodes * self.nproc_per_node
-
-    def ranks_of(self, node_rank: int) -> range:
-        """Global ranks on ``node_rank`` (static rendezvous: node-major order)."""
-        start = node_rank * self.nproc_per_node
-        return range(start, start + self.nproc_per_node)
-
-    def rank_table(self) -> str:
-        """node → global ranks → local ranks, one line per node."""
-        lines = ["node  host              ranks        local ranks"]
-        for node in self.nodes:
-            ranks = self.ranks_of(node.node_rank)
-            lines.append(
-                f"{node.node_rank:<5} {node.host:<17} {ranks.start}-{ranks.stop - 1:<10} "
-                f"0-{self.nproc_per_node - 1}"
-            )
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
-
-
 # Every rank runs through this file (by path: nothing of noderun is imported before the
 # script); it leaves with os._exit so torch's gloo finalization abort never hits a finished rank.
 RANK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "rank_entry.py")
@@ -165,17 +127,38 @@ class Gang:
         return {**(env or {}), **contract.to_env(), "PYTHONUNBUFFERED": "1"}
 
     def plan(self, nodes: Sequence[NodeCommand]) -> LaunchPlan:
-        return LaunchPlan(
-            nnodes=self.nnodes,
-            nproc_per_node=self.nproc_per_node,
-            master_addr=self.master_addr,
-            master_port=self.master_port,
-            run_dir=self.run_dir,
-            script=self.script,
-            script_args=self.script_args,
-            nodes=tuple(nodes),
-            entry=self.entry,
-        )
+        shared = {field.name: getattr(self, field.name) for field in dataclasses.fields(Gang)}
+        return LaunchPlan(**shared, nodes=tuple(nodes))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchPlan(Gang):
+    """A whole job: the gang's nodes × processes per node, one rendezvous, one run directory."""
+
+    nodes: tuple[NodeCommand, ...]
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    def ranks_of(self, node_rank: int) -> range:
+        """Global ranks on ``node_rank`` (static rendezvous: node-major order)."""
+        start = node_rank * self.nproc_per_node
+        return range(start, start + self.nproc_per_node)
+
+    def rank_table(self) -> str:
+        """node → global ranks → local ranks, one line per node."""
+        lines = ["node  host              ranks        local ranks"]
+        for node in self.nodes:
+            ranks = self.ranks_of(node.node_rank)
+            lines.append(
+                f"{node.node_rank:<5} {node.host:<17} {ranks.start}-{ranks.stop - 1:<10} "
+                f"0-{self.nproc_per_node - 1}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
 
 
 def plan_local(gang: Gang, env: Mapping[str, str] | None = None) -> LaunchPlan:

@@ -16,7 +16,7 @@ from noderun import rundir, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
-from noderun.outcome import Outcome, restart_refusal
+from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_slurm, run_ssh
@@ -238,13 +238,7 @@ def _supervise(
             _report(plan, result, outcome)
             return outcome.exit_code
         attempt, previous = attempt + 1, outcome
-        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
-        print(
-            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
-            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(record, outcome, attempt, flags.max_restarts)
         plan = _plan(args, flags, attempt)
         since = time.time()
         fresh = _run_record(plan, sys.argv)

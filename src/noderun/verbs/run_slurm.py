@@ -22,7 +22,7 @@ from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
-from noderun.outcome import Outcome, restart_refusal
+from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan.launch import Gang, plan_local
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
@@ -206,13 +206,7 @@ def main(
         if refusal is not None:
             break
         attempt, previous = attempt + 1, outcome
-        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
-        print(
-            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
-            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(record, outcome, attempt, flags.max_restarts)
         rundir.write_json_atomic(run_json, record)
         step = build_step(args, env, flags, attempt)
         fresh = _record(step, env, direct)

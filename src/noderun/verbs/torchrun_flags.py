@@ -26,7 +26,7 @@ from noderun.plan.launch import Entry
 from noderun.plan.run import NPROC_WORDS as NPROC_WORDS  # re-exported: verbs name them
 from noderun.plan.run import resolve_nproc as resolve_nproc
 from noderun.topology.contract import RankContract
-from noderun.verbs.options import port_number, positive_int, switch, value
+from noderun.verbs.options import non_negative_int, port_number, positive_int, switch, value
 
 RDZV_BACKENDS = ("static", "c10d")  # both give the same fixed gang; etcd is not run
 # --rdzv-conf keys noderun can honour; the rest tune elastic membership noderun does not have
@@ -102,16 +102,6 @@ def ranks_filter(text: str) -> frozenset[int]:
     if any(rank < 0 for rank in ranks):
         raise argparse.ArgumentTypeError(f"{text!r} has a negative local rank")
     return ranks
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{number} must be 0 or more")
-    return number
 
 
 # flags of torchrun that noderun takes; `noderun run` and `noderun submit` list them
