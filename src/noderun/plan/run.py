@@ -134,9 +134,9 @@ class RunRequest:
             )
 
     def materialize(self) -> LaunchPlan | StepPlan:
-        self.check()
         if self.where is Where.SLURM:
             return self.step()
+        self.check()
         return {Where.LOCAL: self._local, Where.BY_HAND: self._by_hand, Where.SSH: self._ssh}[
             self.where
         ]()
