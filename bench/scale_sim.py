@@ -30,7 +30,7 @@ from pathlib import Path
 
 from noderun.backends.ports import free_port
 from noderun.explain import explain
-from noderun.plan import plan_local
+from noderun.plan import Gang, plan_local
 from noderun.plan.sbatch import SubmitRequest
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
@@ -83,13 +83,15 @@ def plan_and_render(nodes: int, run_dir: Path) -> None:
     )
     assert str(request.materialize()).startswith("#!/bin/bash")
     plan_local(
-        nnodes=nodes,
-        nproc_per_node=RANKS_PER_NODE,
-        master_port=29500,
-        run_dir=run_dir,
-        script="/shared/train.py",
-        script_args=(),
-        run_id="bench",
+        Gang(
+            nnodes=nodes,
+            nproc_per_node=RANKS_PER_NODE,
+            master_addr="127.0.0.1",
+            master_port=29500,
+            run_dir=run_dir,
+            script="/shared/train.py",
+            run_id="bench",
+        )
     )
 
 
@@ -120,7 +122,7 @@ def gate(total: int) -> float:
 
 
 _MASTER = (
-    "from noderun.node_gate import NodeGate; NodeGate(index=0, total={total}, "
+    "from noderun.backends.node_gate import NodeGate; NodeGate(index=0, total={total}, "
     "addr='127.0.0.1', port={port}, host='sim0', join_timeout=60, describe=str).wait()"
 )
 

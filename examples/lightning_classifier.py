@@ -7,7 +7,7 @@ Lightning finds its ranks by itself: torchrun's variables under ``noderun run`` 
 and SLURM's under srun mode. ``num_nodes`` and ``devices`` are read from the same variables, so
 they always match the allocation; pass ``--num-nodes``/``--devices`` to pin them, and a value
 that contradicts the launcher is refused in one line before Lightning can hang. Metrics go to
-Lightning's CSVLogger in the run directory (``$NODERUN_RUN_DIR/lightning_logs/``), where
+Lightning's CSVLogger in the run directory (``$NODERUN__RUN_DIR/lightning_logs/``), where
 ``noderun verify`` reads them.
 """
 
@@ -125,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     num_nodes, devices = trainer_shape(os.environ, args.num_nodes, args.devices)
-    run_dir = os.environ.get("NODERUN_RUN_DIR", ".")
+    # noderun's launcher sets NODERUN__RUN_DIR; a plain srun job may export NODERUN_RUN_DIR
+    run_dir = os.environ.get("NODERUN__RUN_DIR") or os.environ.get("NODERUN_RUN_DIR", ".")
     L.seed_everything(args.seed, workers=True)
     train, val = digits(args.seed)
     trainer = L.Trainer(

@@ -6,6 +6,7 @@ No torch, no I/O."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 from noderun.exit_codes import EXIT_PREEMPTED, EXIT_STALLED, EXIT_USAGE, PASSED_THROUGH
@@ -125,3 +126,16 @@ def restart_refusal(
     if attempt >= max_restarts:
         return f"--max-restarts {max_restarts} used up" if max_restarts else "no --max-restarts"
     return outcome.restart_refusal(previous)
+
+
+def announce_restart(
+    record: dict[str, object], outcome: Outcome, attempt: int, max_restarts: int
+) -> None:
+    """Say in run.json and on stderr that the gang starts again (``attempt`` = restart n)."""
+    record["restart"] = f"restarted the gang (restart {attempt} of {max_restarts})"
+    print(
+        f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
+        f"restarting all ranks (restart {attempt} of {max_restarts})",
+        file=sys.stderr,
+        flush=True,
+    )

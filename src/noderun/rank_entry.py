@@ -81,18 +81,26 @@ def _module_code(name: str) -> tuple[types.CodeType, types.ModuleType]:
     return code, module
 
 
+# the launcher -> rank contract's names (noderun/topology/contract.py; a test keeps them equal),
+# then the option-style names an older launcher set
+RUN_DIR_VARIABLES = ("NODERUN__RUN_DIR", "NODERUN_RUN_DIR")
 # noderun restarts the whole gang itself; torchrun's agent only knows its own (zero) restarts
 RESTART_VARIABLES = {
-    "NODERUN_RESTART_COUNT": "TORCHELASTIC_RESTART_COUNT",
-    "NODERUN_MAX_RESTARTS": "TORCHELASTIC_MAX_RESTARTS",
+    ("NODERUN__RESTART_COUNT", "NODERUN_RESTART_COUNT"): "TORCHELASTIC_RESTART_COUNT",
+    ("NODERUN__MAX_RESTARTS", "NODERUN_MAX_RESTARTS"): "TORCHELASTIC_MAX_RESTARTS",
 }
+
+
+def _first(names: tuple[str, ...]) -> str | None:
+    return next((os.environ[name] for name in names if os.environ.get(name)), None)
 
 
 def _restart_variables() -> None:
     """TORCHELASTIC_RESTART_COUNT/MAX_RESTARTS as torchrun would set them for noderun's restarts."""
     for ours, torchrun in RESTART_VARIABLES.items():
-        if os.environ.get(ours):
-            os.environ[torchrun] = os.environ[ours]
+        value = _first(ours)
+        if value:
+            os.environ[torchrun] = value
 
 
 def _exec(argv: list[str]) -> int:
@@ -156,7 +164,7 @@ def _finish(status: int) -> None:
 
 def _stamp(stage: str) -> None:
     """A line of ``logs/timeline.jsonl`` (the format of noderun/timeline.py), best effort."""
-    run_dir = os.environ.get("NODERUN_RUN_DIR")
+    run_dir = _first(RUN_DIR_VARIABLES)
     if not run_dir:
         return
     who = f"rank{os.environ.get('RANK', '?')}"

@@ -9,6 +9,7 @@ import pytest
 
 from noderun.backends.ssh import _refusal
 from noderun.errors import UsageError
+from noderun.plan.launch import Gang
 from noderun.plan.ssh import (
     forwarded_env,
     hosts_and_slots,
@@ -55,26 +56,25 @@ def test_remote_command_splits_back_into_the_same_words() -> None:
 
 
 def test_plan_puts_the_master_on_the_first_host() -> None:
-    plan = plan_ssh(
-        hosts=["h0", "h1"],
+    gang = Gang(
+        nnodes=2,
         nproc_per_node=2,
+        master_addr="h0",
         master_port=1234,
         run_dir=Path("/runs/r"),
         script="/s.py",
-        script_args=["--x"],
+        script_args=("--x",),
         run_id="r",
-        cwd="/w",
         python="/py",
-        guard="/g.py",
-        env={"A": "1"},
     )
+    plan = plan_ssh(gang, ["h0", "h1"], cwd="/w", guard="/g.py", env={"A": "1"})
     assert plan.world_size == 4 and plan.master_addr == "h0"
     second = plan.nodes[1]
     assert second.remote and second.prefix == "h1" and second.argv[0] == "ssh"
     assert second.argv[-2] == "h1"
     remote = shlex.split(second.argv[-1])
     assert "--master-addr=h0" in remote and "--node-rank=1" in remote
-    assert "NODERUN_RUN_DIR=/runs/r" in remote and "A=1" in remote
+    assert "NODERUN__RUN_DIR=/runs/r" in remote and "A=1" in remote
 
 
 @pytest.mark.parametrize(

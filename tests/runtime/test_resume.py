@@ -24,6 +24,7 @@ import torch
 from noderun import checkpoint
 from noderun.errors import UsageError
 from noderun.exit_codes import EXIT_PREEMPTED
+from noderun.topology.contract import RankContract
 from tests.conftest import ROOT, noderun, start_noderun
 
 pytestmark = pytest.mark.slow
@@ -116,7 +117,7 @@ def rank_process(run_dir: Path, rank: int, timeout: float = 60) -> psutil.Proces
                 env = proc.environ()
             except psutil.Error:
                 continue
-            if env.get("NODERUN_RUN_DIR") == str(run_dir) and env.get("RANK") == str(rank):
+            if RankContract.from_env(env).run_dir == str(run_dir) and env.get("RANK") == str(rank):
                 return proc
         time.sleep(0.2)
     raise AssertionError(f"rank {rank} of {run_dir} never started")

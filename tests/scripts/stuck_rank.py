@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-RUN_DIR = Path(os.environ["NODERUN_RUN_DIR"])
+RUN_DIR = Path(os.environ.get("NODERUN__RUN_DIR") or os.environ["NODERUN_RUN_DIR"])
 STUCK_RANK = int(os.environ.get("STUCK_RANK", "1"))
 STUCK_STEP = int(os.environ.get("STUCK_STEP", "5"))
 MODE = os.environ.get("STUCK_MODE", "sleep")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from noderun import node
+from noderun.backends import node_entry as node
+from noderun.backends.node_gate import GateError, NodeGate
 from noderun.backends.ports import free_port
 from noderun.errors import NoderunError, TopologyError, UsageError
-from noderun.node_gate import GateError, NodeGate
 from noderun.plan.launch import RANK_ENTRY
 from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job

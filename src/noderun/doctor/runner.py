@@ -29,6 +29,7 @@ from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode
 from noderun.topology import port_for_job
+from noderun.topology.contract import RankContract
 
 PROBE_WAIT = 20.0
 HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
@@ -171,7 +172,7 @@ def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> 
         *_run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone",
              f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
-            {**os.environ, "NODERUN_RUN_DIR": str(run_dir)},
+            {**os.environ, **RankContract(run_dir=str(run_dir)).to_env()},
             log,
         ),
         log,
@@ -212,7 +213,7 @@ def run_in_allocation(
              "--kill-on-bad-exit=1", "--wait=30"],
             [sys.executable, "-m", "noderun.doctor.collective"],
             {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
-             "NODERUN_RUN_DIR": str(run_dir), "NODERUN_JOIN_TIMEOUT": "30"},
+             **RankContract(run_dir=str(run_dir), join_timeout=30.0).to_env()},
             run_dir / "logs" / "doctor-collective.log",
         ),
         run_dir / "logs" / "doctor-collective.log",
@@ -239,7 +240,7 @@ def run_over_ssh(
     import concurrent.futures
 
     from noderun.backends import ssh
-    from noderun.plan.launch import Entry, torchrun_argv
+    from noderun.plan.launch import Entry, Gang
     from noderun.plan.ssh import SSH_GUARD, forwarded_env, remote_command, ssh_argv
 
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
@@ -267,22 +268,19 @@ def run_over_ssh(
     spare = (master.get("port") or {}).get("spare") or port + 1
     log = run_dir / "logs" / "doctor-collective.log"
     agents = [
-        torchrun_argv(
+        Gang(
             nnodes=n,
             nproc_per_node=nproc,
-            node_rank=i,
             master_addr=hosts[0],
             master_port=spare,
-            run_id=run_dir.name,
-            log_dir=run_dir / "logs" / "torchelastic" / f"node{i}",
+            run_dir=run_dir,
             script="noderun.doctor.collective",
-            script_args=(),
             python=python,
             entry=Entry.MODULE,
-        )
+        ).agent_argv(i)
         for i in range(n)
     ]
-    env["NODERUN_RUN_DIR"] = str(run_dir)
+    env.update(RankContract(run_dir=str(run_dir)).to_env())
     collective, error = _collective(*on_hosts(agents, log), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {

@@ -1,5 +1,5 @@
 """Launch plans: pure descriptions of what to start where."""
 
-from noderun.plan.launch import LaunchPlan, NodeCommand, plan_local, torchrun_argv
+from noderun.plan.launch import Gang, LaunchPlan, NodeCommand, plan_local, torchrun_argv
 
-__all__ = ["LaunchPlan", "NodeCommand", "plan_local", "torchrun_argv"]
+__all__ = ["Gang", "LaunchPlan", "NodeCommand", "plan_local", "torchrun_argv"]

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from noderun.topology.contract import RankContract
+
 
 class Entry(enum.StrEnum):
     """How a rank starts its program, as torchrun's flags say it."""
@@ -42,44 +44,6 @@ class NodeCommand:
         """The command as copy-pasteable shell text, every word quoted."""
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return f"{exports} {shlex.join(self.argv)}".strip()
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchPlan:
-    """A whole job: nodes × processes per node, one rendezvous, one run directory."""
-
-    nnodes: int
-    nproc_per_node: int
-    master_addr: str
-    master_port: int
-    run_dir: Path
-    script: str
-    script_args: tuple[str, ...]
-    nodes: tuple[NodeCommand, ...]
-    entry: Entry = Entry.SCRIPT
-
-    @property
-    def world_size(self) -> int:
-        return self.nnodes * self.nproc_per_node
-
-    def ranks_of(self, node_rank: int) -> range:
-        """Global ranks on ``node_rank`` (static rendezvous: node-major order)."""
-        start = node_rank * self.nproc_per_node
-        return range(start, start + self.nproc_per_node)
-
-    def rank_table(self) -> str:
-        """node → global ranks → local ranks, one line per node."""
-        lines = ["node  host              ranks        local ranks"]
-        for node in self.nodes:
-            ranks = self.ranks_of(node.node_rank)
-            lines.append(
-                f"{node.node_rank:<5} {node.host:<17} {ranks.start}-{ranks.stop - 1:<10} "
-                f"0-{self.nproc_per_node - 1}"
-            )
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
 
 
 # Every rank runs through this file (by path: nothing of noderun is imported before the
@@ -126,59 +90,89 @@ def torchrun_argv(
     ]
 
 
-def plan_local(
-    *,
-    nnodes: int,
-    nproc_per_node: int,
-    master_port: int,
-    run_dir: Path,
-    script: str,
-    script_args: Sequence[str],
-    run_id: str,
-    master_addr: str = "127.0.0.1",
-    python: str = sys.executable,
-    entry: Entry = Entry.SCRIPT,
-    env: Mapping[str, str] | None = None,
-) -> LaunchPlan:
-    """N simulated nodes on this machine, one torchrun agent each, one rendezvous."""
-    nodes = tuple(
-        NodeCommand(
-            node_rank=node,
-            host=f"localhost/{node}",
-            argv=tuple(
-                torchrun_argv(
-                    nnodes=nnodes,
-                    nproc_per_node=nproc_per_node,
-                    node_rank=node,
-                    master_addr=master_addr,
-                    master_port=master_port,
-                    run_id=run_id,
-                    log_dir=run_dir / "logs" / "torchelastic" / f"node{node}",
-                    script=script,
-                    script_args=script_args,
-                    python=python,
-                    entry=entry,
-                )
-            ),
-            env={
-                **(env or {}),
-                "NODERUN_RUN_DIR": str(run_dir),
-                "NODERUN_NODE_RANK": str(node),
-                "PYTHONUNBUFFERED": "1",
-            },
+@dataclasses.dataclass(frozen=True)
+class Gang:
+    """What every node of one launch shares: its shape, its rendezvous and its program."""
+
+    nnodes: int
+    nproc_per_node: int
+    master_addr: str
+    master_port: int
+    run_dir: Path
+    script: str
+    script_args: tuple[str, ...] = ()
+    run_id: str = ""
+    python: str = sys.executable
+    entry: Entry = Entry.SCRIPT
+
+    def agent_argv(self, node_rank: int) -> list[str]:
+        """Node ``node_rank``'s torchrun agent; its logs under the run directory."""
+        return torchrun_argv(
+            nnodes=self.nnodes,
+            nproc_per_node=self.nproc_per_node,
+            node_rank=node_rank,
+            master_addr=self.master_addr,
+            master_port=self.master_port,
+            run_id=self.run_id or self.run_dir.name,
+            log_dir=self.run_dir / "logs" / "torchelastic" / f"node{node_rank}",
+            script=self.script,
+            script_args=self.script_args,
+            python=self.python,
+            entry=self.entry,
         )
-        for node in range(nnodes)
-    )
-    return LaunchPlan(
-        nnodes=nnodes,
-        nproc_per_node=nproc_per_node,
-        master_addr=master_addr,
-        master_port=master_port,
-        run_dir=run_dir,
-        script=script,
-        script_args=tuple(script_args),
-        nodes=nodes,
-        entry=entry,
+
+    def rank_env(self, node_rank: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``env`` plus the rank contract of node ``node_rank``'s ranks."""
+        contract = RankContract(run_dir=str(self.run_dir), node_rank=node_rank)
+        return {**(env or {}), **contract.to_env(), "PYTHONUNBUFFERED": "1"}
+
+    def plan(self, nodes: Sequence[NodeCommand]) -> LaunchPlan:
+        shared = {field.name: getattr(self, field.name) for field in dataclasses.fields(Gang)}
+        return LaunchPlan(**shared, nodes=tuple(nodes))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchPlan(Gang):
+    """A whole job: the gang's nodes × processes per node, one rendezvous, one run directory."""
+
+    nodes: tuple[NodeCommand, ...]
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    def ranks_of(self, node_rank: int) -> range:
+        """Global ranks on ``node_rank`` (static rendezvous: node-major order)."""
+        start = node_rank * self.nproc_per_node
+        return range(start, start + self.nproc_per_node)
+
+    def rank_table(self) -> str:
+        """node → global ranks → local ranks, one line per node."""
+        lines = ["node  host              ranks        local ranks"]
+        for node in self.nodes:
+            ranks = self.ranks_of(node.node_rank)
+            lines.append(
+                f"{node.node_rank:<5} {node.host:<17} {ranks.start}-{ranks.stop - 1:<10} "
+                f"0-{self.nproc_per_node - 1}"
+            )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "\n".join([self.rank_table(), *(n.shell() for n in self.nodes)])
+
+
+def plan_local(gang: Gang, env: Mapping[str, str] | None = None) -> LaunchPlan:
+    """N simulated nodes on this machine, one torchrun agent each, one rendezvous."""
+    return gang.plan(
+        [
+            NodeCommand(
+                node_rank=node,
+                host=f"localhost/{node}",
+                argv=tuple(gang.agent_argv(node)),
+                env=gang.rank_env(node, env),
+            )
+            for node in range(gang.nnodes)
+        ]
     )
 
 
@@ -186,42 +180,28 @@ TORCHRUN_DEFAULT_PORT = 29500
 
 
 def plan_hand_started(
-    *,
-    nnodes: int,
-    node_rank: int,
-    nproc_per_node: int,
-    master_addr: str,
-    master_port: int,
-    run_dir: Path,
-    script: str,
-    script_args: Sequence[str],
-    run_id: str,
-    join_timeout: float,
-    host: str,
-    python: str = sys.executable,
-    entry: Entry = Entry.SCRIPT,
-    env: Mapping[str, str] | None = None,
+    gang: Gang, *, node_rank: int, join_timeout: float, host: str, env: Mapping[str, str] | None
 ) -> LaunchPlan:
     """One node of a job whose nodes are started by hand, one command per machine (seed
     001): this machine's node entry, which checks in with node 0's gate (any start order;
     a node that never comes is named) and then runs torchrun for its ranks."""
     argv = [
-        python,
+        gang.python,
         "-m",
         "noderun.node",
         "--mode=torchrun",
-        f"--nproc-per-node={nproc_per_node}",
-        f"--nnodes={nnodes}",
+        f"--nproc-per-node={gang.nproc_per_node}",
+        f"--nnodes={gang.nnodes}",
         f"--node-rank={node_rank}",
-        f"--master-addr={master_addr}",
-        f"--master-port={master_port}",
-        f"--run-dir={run_dir}",
+        f"--master-addr={gang.master_addr}",
+        f"--master-port={gang.master_port}",
+        f"--run-dir={gang.run_dir}",
         f"--join-timeout={join_timeout:g}",
-        f"--run-id={run_id}",
-        *entry.flags(),
+        f"--run-id={gang.run_id}",
+        *gang.entry.flags(),
         "--",
-        script,
-        *script_args,
+        gang.script,
+        *gang.script_args,
     ]
     node = NodeCommand(
         node_rank=node_rank,
@@ -229,14 +209,4 @@ def plan_hand_started(
         argv=tuple(argv),
         env={**(env or {}), "PYTHONUNBUFFERED": "1"},
     )
-    return LaunchPlan(
-        nnodes=nnodes,
-        nproc_per_node=nproc_per_node,
-        master_addr=master_addr,
-        master_port=master_port,
-        run_dir=run_dir,
-        script=script,
-        script_args=tuple(script_args),
-        nodes=(node,),
-        entry=entry,
-    )
+    return gang.plan([node])

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 import sys
 from pathlib import Path
 
 from noderun.plan.launch import Entry
+from noderun.topology.node_spec import LaunchMode as LaunchMode  # re-exported: plans name it
 
 # the gate runs before torch is imported, so 20 s is ample and the job ends within 30 s
 DEFAULT_JOIN_TIMEOUT = 20.0
 # srun --wait: once one task has ended, how long the others may take before srun kills them
 SRUN_WAIT_SECONDS = 30
-
-
-class LaunchMode(enum.StrEnum):
-    """Who starts the ranks on each node."""
-
-    TORCHRUN = "torchrun"  # one torchrun agent per node (srun task), P workers each
-    SRUN = "srun"  # one srun task per rank (frameworks that read SLURM variables themselves)
 
 
 @dataclasses.dataclass(frozen=True)

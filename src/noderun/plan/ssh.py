@@ -13,10 +13,9 @@ import fnmatch
 import os
 import shlex
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from noderun.errors import UsageError
-from noderun.plan.launch import Entry, LaunchPlan, NodeCommand, torchrun_argv
+from noderun.plan.launch import Gang, LaunchPlan, NodeCommand
 
 # started by path on every host, before the node's command (see noderun/ssh_guard.py)
 SSH_GUARD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ssh_guard.py")
@@ -114,62 +113,32 @@ def ssh_argv(host: str, remote: str, ssh: str = "ssh", config: str | None = None
 
 
 def plan_ssh(
-    *,
+    gang: Gang,
     hosts: Sequence[str],
-    nproc_per_node: int,
-    master_port: int,
-    run_dir: Path,
-    script: str,
-    script_args: Sequence[str],
-    run_id: str,
+    *,
     cwd: str,
-    python: str,
     guard: str,
     env: Mapping[str, str],
-    entry: Entry = Entry.SCRIPT,
     ssh_config: str | None = None,
 ) -> LaunchPlan:
-    """One torchrun agent per host, node 0 on ``hosts[0]`` (the rendezvous master)."""
-    nodes = []
-    for node, host in enumerate(hosts):
-        argv = torchrun_argv(
-            nnodes=len(hosts),
-            nproc_per_node=nproc_per_node,
+    """One torchrun agent per host, node 0 on ``hosts[0]`` (``gang.master_addr``)."""
+    nodes = [
+        NodeCommand(
             node_rank=node,
-            master_addr=hosts[0],
-            master_port=master_port,
-            run_id=run_id,
-            log_dir=run_dir / "logs" / "torchelastic" / f"node{node}",
-            script=script,
-            script_args=script_args,
-            python=python,
-            entry=entry,
+            host=host,
+            argv=tuple(
+                ssh_argv(
+                    host,
+                    remote_command(
+                        gang.agent_argv(node), gang.rank_env(node, env), cwd, gang.python, guard
+                    ),
+                    config=ssh_config,
+                )
+            ),
+            env={},
+            label=host,
+            remote=True,
         )
-        rank_env = {
-            **env,
-            "NODERUN_RUN_DIR": str(run_dir),
-            "NODERUN_NODE_RANK": str(node),
-            "PYTHONUNBUFFERED": "1",
-        }
-        remote = remote_command(argv, rank_env, cwd, python, guard)
-        nodes.append(
-            NodeCommand(
-                node_rank=node,
-                host=host,
-                argv=tuple(ssh_argv(host, remote, config=ssh_config)),
-                env={},
-                label=host,
-                remote=True,
-            )
-        )
-    return LaunchPlan(
-        nnodes=len(hosts),
-        nproc_per_node=nproc_per_node,
-        master_addr=hosts[0],
-        master_port=master_port,
-        run_dir=run_dir,
-        script=script,
-        script_args=tuple(script_args),
-        nodes=tuple(nodes),
-        entry=entry,
-    )
+        for node, host in enumerate(hosts)
+    ]
+    return gang.plan(nodes)

@@ -25,6 +25,7 @@ from noderun.plan.profile import PROFILE_ENV, parse_profile
 from noderun.runtime import heartbeat, profiling
 from noderun.runtime.rendezvous import fail_fast_store
 from noderun.topology import Launcher, Topology
+from noderun.topology.contract import RankContract
 
 T = TypeVar("T")
 
@@ -224,8 +225,9 @@ class Context:
 
 
 def _default_run_dir(environ: Mapping[str, str]) -> Path:
-    if environ.get("NODERUN_RUN_DIR"):
-        return Path(environ["NODERUN_RUN_DIR"])
+    launched = RankContract.from_env(environ).run_dir
+    if launched:
+        return Path(launched)
     script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] else "run"
     return Path("runs") / f"{script}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -250,7 +252,9 @@ def init(
         device = torch.device("cuda", topo.local_rank)
     else:
         device = torch.device("cpu")
-    join_timeout = _env_float(env, "NODERUN_JOIN_TIMEOUT", DEFAULT_JOIN_TIMEOUT)
+    contract = RankContract.from_env(env)
+    # read by name, not from the contract: a value that is not a number is refused, not ignored
+    join_timeout = _env_float(env, RankContract.variable(env, "join_timeout"), DEFAULT_JOIN_TIMEOUT)
     timeout = _env_float(env, "NODERUN_TIMEOUT", DEFAULT_COLLECTIVE_TIMEOUT)
     try:
         parse_profile(env.get(PROFILE_ENV, ""))  # refused before any rank waits for another
@@ -272,7 +276,7 @@ def init(
                 timeout=pg_timeout,
             )
     ctx.run_dir = Path(run_dir) if run_dir else ctx.broadcast_object(_default_run_dir(env))
-    if env.get("NODERUN_RUN_DIR"):  # a noderun launcher keeps the job's timeline
+    if contract.run_dir:  # a noderun launcher keeps the job's timeline
         timeline.stamp(ctx.run_dir, "process_group_up", f"rank{ctx.rank}")
     hosts = ctx.gather_object(socket.gethostname())
     if ctx.is_main:

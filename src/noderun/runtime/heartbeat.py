@@ -5,7 +5,8 @@
 - ``RUN_DIR/logs/rank<R>.stack``: ``faulthandler`` appends every thread's stack to it when the
   rank gets ``STACK_SIGNAL``: the fallback when py-spy cannot attach.
 
-Installed by ``noderun.init()`` only when a noderun launcher started the rank (NODERUN_RUN_DIR).
+Installed by ``noderun.init()`` only when a noderun launcher started the rank (``RankContract``
+run directory).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from noderun.stacks.files import COUNTER, STACK_HEADER, progress_file, stack_file
+from noderun.topology.contract import RankContract
 
 STACK_SIGNAL = signal.SIGUSR2
 
@@ -50,7 +52,7 @@ def beat() -> None:
 def install(rank: int, environ: Mapping[str, str]) -> None:
     """Start the progress counter and the faulthandler fallback, best effort."""
     global _counter, _stack_file
-    run_dir = environ.get("NODERUN_RUN_DIR")
+    run_dir = RankContract.from_env(environ).run_dir
     if not run_dir or _counter is not None:
         return
     with contextlib.suppress(OSError):

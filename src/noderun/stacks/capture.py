@@ -1,6 +1,6 @@
 """Take the stacks of the ranks running on this machine: py-spy, else faulthandler.
 
-Ranks are found by their environment: every rank noderun starts carries ``NODERUN_RUN_DIR``
+Ranks are found by their environment: every rank noderun starts carries ``NODERUN__RUN_DIR``
 and ``RANK`` (and ``SLURM_JOB_ID``/``SLURMD_NODENAME`` inside SLURM), so a plain script is
 found as well as one that calls ``noderun.init()``. ``py-spy dump`` needs ptrace rights on the
 rank (same user without a Yama restriction, or root / CAP_SYS_PTRACE); when it is missing or
@@ -25,6 +25,7 @@ import psutil
 from noderun.stacks.analysis import rank_list
 from noderun.stacks.files import stack_file
 from noderun.stacks.model import Frame, RankStack, frames_from_faulthandler, frames_from_py_spy
+from noderun.topology.contract import RankContract
 
 PY_SPY_TIMEOUT = 20.0
 FAULTHANDLER_TIMEOUT = 3.0
@@ -72,20 +73,21 @@ def find_ranks(
     parents: dict[int, int] = {}
     for proc in candidates:
         env = _environ(proc)
-        if not env or not env.get("RANK", "").isdigit() or "NODERUN_RUN_DIR" not in env:
+        contract = RankContract.from_env(env or {})
+        if not env or not env.get("RANK", "").isdigit() or not contract.run_dir:
             continue
-        if want_dir and os.path.realpath(env["NODERUN_RUN_DIR"]) != want_dir:
+        if want_dir and os.path.realpath(contract.run_dir) != want_dir:
             continue
         if job_id and env.get("SLURM_JOB_ID") != job_id:
             continue
         if node and env.get("SLURMD_NODENAME", node) != node:
             continue
-        host = env.get("SLURMD_NODENAME") or f"localhost/{env.get('NODERUN_NODE_RANK', '0')}"
+        host = env.get("SLURMD_NODENAME") or f"localhost/{contract.node_rank or 0}"
         try:
             parents[proc.pid] = proc.ppid()
         except psutil.Error:
             continue
-        found[proc.pid] = RankProcess(int(env["RANK"]), proc.pid, host, env["NODERUN_RUN_DIR"])
+        found[proc.pid] = RankProcess(int(env["RANK"]), proc.pid, host, contract.run_dir)
     tops = [
         rp
         for pid, rp in found.items()

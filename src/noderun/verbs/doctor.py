@@ -129,7 +129,7 @@ def _hand_started(args: argparse.Namespace) -> int:
 
 
 def print_report(result: DoctorResult) -> None:
-    from noderun.verbs.status_table import print_table
+    from noderun.cli_output import print_table
 
     nodes = [*result.nodes, *(["all"] if any(c.node == "all" for c in result.checks) else [])]
     names = list(dict.fromkeys(c.check.name for c in result.checks))

@@ -276,15 +276,24 @@ def add_verb(
     return parser
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1, with a one-line reason when not."""
+def _whole_number(text: str, minimum: int, bound: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} {bound}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1, with a one-line reason when not."""
+    return _whole_number(text, 1, "must be at least 1")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (``--max-restarts``)."""
+    return _whole_number(text, 0, "must be 0 or more")
 
 
 def seconds(text: str) -> float:

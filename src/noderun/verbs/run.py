@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import socket
@@ -15,10 +16,9 @@ from noderun import rundir, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
-from noderun.errors import UsageError
-from noderun.outcome import Outcome, restart_refusal
-from noderun.plan import LaunchPlan, plan_local
-from noderun.plan.launch import TORCHRUN_DEFAULT_PORT, plan_hand_started
+from noderun.outcome import Outcome, announce_restart, restart_refusal
+from noderun.plan import LaunchPlan
+from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
@@ -43,8 +43,6 @@ from noderun.verbs.torchrun_flags import (
     nnodes_spec,
     nproc_spec,
     read_flags,
-    resolve_nproc,
-    restart_env,
     run_dir_for,
 )
 
@@ -102,73 +100,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
 
 
-def build_plan(
-    args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0, port: int | None = None
-) -> LaunchPlan:
-    """Check every input before anything starts; raise UsageError with the fix."""
+def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> RunRequest:
+    """Ask the world what the plan needs (the program, CPU/GPU counts, the run directory, a
+    free port) and return it as a request; UsageError with the fix before anything starts."""
     program = check_program(args.script, flags.entry)
     nnodes = nnodes_for(args, flags) or 1
     spec = args.nproc_per_node
     gpus = local_gpus() if spec in NPROC_WORDS and spec != "cpu" else None
-    nproc = resolve_nproc(spec, local_cpus(), gpus)
     run_dir = run_dir_for(args, flags)
     if attempt == 0:
         rundir.reuse_or_refuse(run_dir)  # a stopped run continues in place; others are refused
-    if args.node_rank is not None or args.master_addr:
-        return _hand_started(args, flags, program, nnodes, nproc, run_dir, attempt)
+    request = RunRequest(
+        where=Where.LOCAL,
+        program=program,
+        run_dir=run_dir,
+        nproc_per_node=spec,
+        script_args=tuple(args.script_args),
+        entry=flags.entry,
+        nnodes=nnodes,
+        cpus=local_cpus(),
+        gpus=gpus,
+        run_id=flags.run_id,
+        max_restarts=flags.max_restarts,
+        attempt=attempt,
+    )
+    if args.node_rank is not None or args.master_addr:  # this machine's node only
+        return dataclasses.replace(
+            request,
+            where=Where.BY_HAND,
+            run_dir=run_dir.absolute(),
+            node_rank=args.node_rank,
+            master_addr=args.master_addr,
+            master_port=args.master_port,
+            join_timeout=flags.join_timeout or args.join_timeout,
+            host=socket.gethostname(),
+        )
     names = ("localhost", "127.0.0.1", socket.gethostname())
     asked = endpoint_port(flags, "127.0.0.1", names, args.master_port)
-    if port is None:
-        port = require_free_port(asked) if asked else free_port()
-    return plan_local(
-        nnodes=nnodes,
-        nproc_per_node=nproc,
-        master_port=port,
-        run_dir=run_dir,
-        script=program,
-        script_args=args.script_args,
-        run_id=flags.run_id or run_dir.name,
-        entry=flags.entry,
-        env=restart_env(attempt, flags.max_restarts) if flags.max_restarts else None,
-    )
-
-
-def _hand_started(
-    args: argparse.Namespace,
-    flags: TorchrunFlags,
-    program: str,
-    nnodes: int,
-    nproc: int,
-    run_dir: Path,
-    attempt: int,
-) -> LaunchPlan:
-    """``--node-rank R --nnodes N --master-addr A``: this machine's node only."""
-    if args.node_rank is None or not args.master_addr or nnodes < 2:
-        raise UsageError(
-            "a node started by hand needs --node-rank, --nnodes (2 or more) and --master-addr",
-            "run `noderun run --nnodes N --node-rank R --master-addr NODE0 [--master-port P] "
-            "SCRIPT` on every machine, R = 0..N-1",
-        )
-    if not 0 <= args.node_rank < nnodes:
-        raise UsageError(
-            f"--node-rank {args.node_rank} is not in 0..{nnodes - 1}", "give 0..N-1 for --nnodes N"
-        )
-    port = args.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node alike
-    return plan_hand_started(
-        nnodes=nnodes,
-        node_rank=args.node_rank,
-        nproc_per_node=nproc,
-        master_addr=args.master_addr,
-        master_port=port,
-        run_dir=run_dir.absolute(),
-        script=program,
-        script_args=args.script_args,
-        run_id=flags.run_id or f"hand-{args.master_addr}-{port}",
-        join_timeout=flags.join_timeout or args.join_timeout,
-        host=socket.gethostname(),
-        entry=flags.entry,
-        env=restart_env(attempt, flags.max_restarts) if flags.max_restarts else None,
-    )
+    port = require_free_port(asked) if asked else free_port()
+    return dataclasses.replace(request, master_port=port)
 
 
 def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
@@ -230,10 +200,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LaunchPlan:
-    """Simulated nodes here, or one node per host over SSH."""
+    """Simulated nodes here, or one node per host over SSH: the request, materialized."""
     if run_ssh.wanted(args):
         return run_ssh.build_plan(args, flags, attempt)
-    return build_plan(args, flags, attempt)
+    return run_request(args, flags, attempt).launch_plan()
 
 
 def _supervise(
@@ -270,13 +240,7 @@ def _supervise(
             _report(plan, result, outcome)
             return outcome.exit_code
         attempt, previous = attempt + 1, outcome
-        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
-        print(
-            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
-            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(record, outcome, attempt, flags.max_restarts)
         plan = _plan(args, flags, attempt)
         since = time.time()
         fresh = _run_record(plan, sys.argv)

@@ -7,6 +7,7 @@ More than one node, srun mode, or a shell that is not on an allocated node (sall
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import sys
@@ -21,8 +22,9 @@ from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepSupervisor
 from noderun.errors import UsageError
-from noderun.outcome import Outcome, restart_refusal
-from noderun.plan import plan_local
+from noderun.outcome import Outcome, announce_restart, restart_refusal
+from noderun.plan.launch import Gang, plan_local
+from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 from noderun.topology import in_slurm_allocation, port_for_job, tasks_per_node
@@ -34,8 +36,6 @@ from noderun.verbs.torchrun_flags import (
     endpoint_port,
     local_gpus,
     nnodes_for,
-    resolve_nproc,
-    restart_env,
     run_dir_for,
 )
 
@@ -61,8 +61,8 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
     return in_slurm_allocation(environ)
 
 
-def _run_dir(args: argparse.Namespace, flags: TorchrunFlags, job_id: str) -> Path:
-    run_dir = run_dir_for(args, flags)
+def _run_dir(run_dir: Path, job_id: str) -> Path:
+    """``run_dir``, unless it holds another job's run (a requeued job comes back to its own)."""
     run_json = run_dir / rundir.RUN_JSON
     if run_json.exists():
         previous = rundir.read_json(run_json)
@@ -74,17 +74,15 @@ def _run_dir(args: argparse.Namespace, flags: TorchrunFlags, job_id: str) -> Pat
     return run_dir
 
 
-def _nproc(spec: int | str, environ: Mapping[str, str], on_node: bool) -> int:
-    """--nproc-per-node gpu/cpu/auto on an allocated node: SLURM's counts for this job."""
+def _gpus(spec: int | str, environ: Mapping[str, str], on_node: bool) -> int | None:
+    """GPUs per node for --nproc-per-node gpu/auto: SLURM's count for this job, else this
+    node's (only when noderun runs on an allocated node)."""
     if isinstance(spec, int):
-        return spec
-    cpus = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
+        return None
     gpus = environ.get("SLURM_GPUS_ON_NODE", "")
     if gpus.isdigit():
-        count: int | None = int(gpus)
-    else:
-        count = local_gpus() if on_node and spec in NPROC_WORDS and spec != "cpu" else 0
-    return resolve_nproc(spec, min(cpus) if cpus else 1, count)
+        return int(gpus)
+    return local_gpus() if on_node and spec in NPROC_WORDS and spec != "cpu" else 0
 
 
 def build_step(
@@ -93,45 +91,39 @@ def build_step(
     flags: TorchrunFlags | None = None,
     attempt: int = 0,
 ) -> StepPlan:
-    """Check the request against the allocation; raise UsageError with the fix."""
+    """Ask the allocation (nodes, CPUs, GPUs, the run directory), then materialize the
+    request; UsageError with the fix."""
     flags = flags or TorchrunFlags()
     job_id = environ["SLURM_JOB_ID"]
     program = check_program(args.script, flags.entry)
     allocated = hostnames(environ.get("SLURM_JOB_NODELIST", ""))
-    nnodes = nnodes_for(args, flags) or len(allocated) or 1
-    if nnodes > len(allocated):
-        raise UsageError(
-            f"--nnodes {nnodes} but job {job_id} has {len(allocated)} node(s) "
-            f"({', '.join(allocated)})",
-            f"ask for the nodes at allocation time (salloc/sbatch --nodes={nnodes}) or lower "
-            "--nnodes",
-        )
-    mode = LaunchMode(args.mode)
     on_node = environ.get("SLURMD_NODENAME", "") in allocated[:1]
-    nproc = _nproc(args.nproc_per_node, environ, on_node)
     cpus = tasks_per_node(environ.get("SLURM_JOB_CPUS_PER_NODE", "") or "0")
-    if mode is LaunchMode.SRUN and cpus and nproc > min(cpus):
-        raise UsageError(
-            f"--nproc-per-node {nproc} in srun mode needs that many CPUs per node, "
-            f"but job {job_id} has {min(cpus)} on some node",
-            f"allocate with --ntasks-per-node={nproc}, or use --mode torchrun",
-        )
-    node0 = allocated[0] if allocated else "localhost"
-    return StepPlan(
-        mode=mode,
-        nnodes=nnodes,
-        nproc_per_node=nproc,
-        run_dir=_run_dir(args, flags, job_id),
-        script=program,
+    request = RunRequest(
+        where=Where.SLURM,
+        program=program,
+        run_dir=run_dir_for(args, flags),
+        nproc_per_node=args.nproc_per_node,
         script_args=tuple(args.script_args),
-        join_timeout=flags.join_timeout or args.join_timeout,
-        master_port=endpoint_port(flags, node0, (), args.master_port),
-        hosts=tuple(allocated[:nnodes]),
-        nodelist=",".join(allocated[:nnodes]) if nnodes < len(allocated) else None,
         entry=flags.entry,
+        nnodes=nnodes_for(args, flags),
+        cpus=min(cpus) if cpus else None,
+        hosts=tuple(allocated),
+        mode=LaunchMode(args.mode),
+        job_id=job_id,
         run_id=flags.run_id,
-        env=tuple(restart_env(attempt, flags.max_restarts).items()) if flags.max_restarts else (),
+        join_timeout=flags.join_timeout or args.join_timeout,
+        max_restarts=flags.max_restarts,
+        attempt=attempt,
     )
+    request.check()  # the nodes and CPUs asked for exist, before the GPUs are counted
+    node0 = allocated[0] if allocated else "localhost"
+    return dataclasses.replace(
+        request,
+        gpus=_gpus(args.nproc_per_node, environ, on_node),
+        run_dir=_run_dir(request.run_dir, job_id),
+        master_port=endpoint_port(flags, node0, (), args.master_port),
+    ).step()
 
 
 def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
@@ -175,17 +167,18 @@ def _single_node(
 ) -> Outcome:
     """One node, torchrun mode, already on it: torchrun directly, as ``noderun run`` locally."""
     port = step.master_port or port_for_job(environ["SLURM_JOB_ID"])
-    plan = plan_local(
+    gang = Gang(
         nnodes=1,
         nproc_per_node=step.nproc_per_node,
+        master_addr="127.0.0.1",
         master_port=require_free_port(port),
         run_dir=step.run_dir,
         script=step.script,
         script_args=step.script_args,
         run_id=step.run_id or environ["SLURM_JOB_ID"],
         entry=step.entry,
-        env=dict(step.env),
     )
+    plan = plan_local(gang, dict(step.env))
     return LocalSupervisor(plan, stall=stall, show=flags.shown).run().outcome(step.run_dir)
 
 
@@ -213,13 +206,7 @@ def main(
         if refusal is not None:
             break
         attempt, previous = attempt + 1, outcome
-        record["restart"] = f"restarted the gang (restart {attempt} of {flags.max_restarts})"
-        print(
-            f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
-            f"restarting all ranks (restart {attempt} of {flags.max_restarts})",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce_restart(record, outcome, attempt, flags.max_restarts)
         rundir.write_json_atomic(run_json, record)
         step = build_step(args, env, flags, attempt)
         fresh = _record(step, env, direct)

@@ -7,6 +7,7 @@ supervises it like simulated nodes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -15,9 +16,11 @@ from noderun import rundir
 from noderun.backends import ssh
 from noderun.errors import UsageError
 from noderun.plan import LaunchPlan
-from noderun.plan.ssh import SSH_GUARD, forwarded_env, hosts_and_slots, parse_hostfile, plan_ssh
+from noderun.plan.launch import Entry
+from noderun.plan.run import RunRequest, Where
+from noderun.plan.ssh import SSH_GUARD, forwarded_env, hosts_and_slots, parse_hostfile
 from noderun.verbs.options import env_pair, repeated, value
-from noderun.verbs.torchrun_flags import TorchrunFlags, check_program, restart_env, run_dir_for
+from noderun.verbs.torchrun_flags import TorchrunFlags, check_program, run_dir_for
 
 OPTIONS = (
     value("--hosts", metavar="HOST,HOST…", help="run one node per host over ssh (node 0 first)"),
@@ -61,40 +64,38 @@ def hosts_of(args: argparse.Namespace) -> tuple[list[str], int]:
 
 
 def build_plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LaunchPlan:
+    """Check every host (``backends/ssh.py``), then materialize the request; nothing started."""
     hosts, nproc = hosts_of(args)
-    if args.nnodes not in (None, len(hosts)):
-        raise UsageError(
-            f"--nnodes {args.nnodes} but {len(hosts)} host(s) given",
-            "leave --nnodes out: one node per host",
-        )
+    request = RunRequest(
+        where=Where.SSH,
+        program=args.script,
+        run_dir=run_dir_for(args, flags).absolute(),
+        nproc_per_node=nproc,
+        script_args=tuple(args.script_args),
+        entry=flags.entry,
+        nnodes=args.nnodes,
+        hosts=tuple(hosts),
+        run_id=flags.run_id,
+        max_restarts=flags.max_restarts,
+        attempt=attempt,
+        cwd=os.getcwd(),
+        python=sys.executable,
+        env=tuple({**forwarded_env(os.environ), **dict(args.env)}.items()),
+        ssh_config=args.ssh_config,
+    )
+    request.check()  # before any host is asked
     program = check_program(args.script, flags.entry)
-    run_dir = run_dir_for(args, flags).absolute()
     if attempt == 0:
-        rundir.reuse_or_refuse(run_dir)
-    cwd, python = os.getcwd(), sys.executable
+        rundir.reuse_or_refuse(request.run_dir)
     if args.dry_run:  # print the commands, ask no host
         port = args.master_port or DRY_RUN_PORT
     else:
         try:
-            port = ssh.preflight(hosts, cwd, python, SSH_GUARD, args.master_port, args.ssh_config)
+            port = ssh.preflight(
+                hosts, request.cwd, request.python, SSH_GUARD, args.master_port, args.ssh_config
+            )
         except BaseException:
             ssh.close_connections(hosts, args.ssh_config)  # nothing stays open after a refusal
             raise
-    env = {**forwarded_env(os.environ), **dict(args.env)}
-    if flags.max_restarts:
-        env.update(restart_env(attempt, flags.max_restarts))
-    return plan_ssh(
-        hosts=hosts,
-        nproc_per_node=nproc,
-        master_port=port,
-        run_dir=run_dir,
-        script=os.path.abspath(program) if flags.entry.value == "script" else program,
-        script_args=args.script_args,
-        run_id=flags.run_id or run_dir.name,
-        cwd=cwd,
-        python=python,
-        guard=SSH_GUARD,
-        env=env,
-        entry=flags.entry,
-        ssh_config=args.ssh_config,
-    )
+    script = os.path.abspath(program) if flags.entry is Entry.SCRIPT else program
+    return dataclasses.replace(request, program=script, master_port=port).launch_plan()

@@ -62,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
             f"no live rank of {what} found"
             + (" on this machine" if "SLURM" not in what else " on its nodes"),
             "is the job still running? (`noderun explain` reads an ended one); ranks are "
-            "found by their NODERUN_RUN_DIR and RANK variables, so run this as their user",
+            "found by their NODERUN__RUN_DIR and RANK variables, so run this as their user",
         )
     for note in snapshot.notes:
         print(f"noderun: {note}", file=sys.stderr)

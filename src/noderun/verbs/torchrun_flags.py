@@ -23,9 +23,11 @@ from pathlib import Path
 from noderun import rundir
 from noderun.errors import UsageError
 from noderun.plan.launch import Entry
-from noderun.verbs.options import port_number, positive_int, switch, value
+from noderun.plan.run import NPROC_WORDS as NPROC_WORDS  # re-exported: verbs name them
+from noderun.plan.run import resolve_nproc as resolve_nproc
+from noderun.topology.contract import RankContract
+from noderun.verbs.options import non_negative_int, port_number, positive_int, switch, value
 
-NPROC_WORDS = ("gpu", "cpu", "auto")
 RDZV_BACKENDS = ("static", "c10d")  # both give the same fixed gang; etcd is not run
 # --rdzv-conf keys noderun can honour; the rest tune elastic membership noderun does not have
 RDZV_CONF_JOIN = ("join_timeout", "timeout")
@@ -54,23 +56,6 @@ def nnodes_spec(text: str) -> int:
             f"{text!r}: noderun runs a fixed number of nodes (no elastic MIN:MAX); pass one number"
         )
     return positive_int(low)
-
-
-def resolve_nproc(spec: int | str, cpus: int, gpus: int | None) -> int:
-    """torchrun's ``determine_local_world_size``: gpu = visible GPUs (refused when none),
-    cpu = usable CPUs, auto = GPUs when there are any, else CPUs."""
-    if isinstance(spec, int):
-        return spec
-    if spec == "gpu":
-        if not gpus:
-            raise UsageError(
-                "--nproc-per-node gpu but no GPU is visible here",
-                "pass a number, or --nproc-per-node cpu/auto",
-            )
-        return gpus
-    if spec == "auto" and gpus:
-        return gpus
-    return max(cpus, 1)
 
 
 def local_cpus() -> int:
@@ -117,16 +102,6 @@ def ranks_filter(text: str) -> frozenset[int]:
     if any(rank < 0 for rank in ranks):
         raise argparse.ArgumentTypeError(f"{text!r} has a negative local rank")
     return ranks
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{number} must be 0 or more")
-    return number
 
 
 # flags of torchrun that noderun takes; `noderun run` and `noderun submit` list them
@@ -391,7 +366,7 @@ def run_dir_for(args: argparse.Namespace, flags: TorchrunFlags) -> Path:
 def restart_env(attempt: int, max_restarts: int) -> dict[str, str]:
     """Variables every rank of ``attempt`` (0 = first start) sees; the rank entry maps them to
     TORCHELASTIC_RESTART_COUNT/MAX_RESTARTS, as torchrun's agent sets them."""
-    return {"NODERUN_RESTART_COUNT": str(attempt), "NODERUN_MAX_RESTARTS": str(max_restarts)}
+    return RankContract(restart_count=attempt, max_restarts=max_restarts).to_env()
 
 
 def endpoint_port(

@@ -129,7 +129,7 @@ def print_profile(run_dir: Path) -> None:
 
 
 def print_report(report: Report) -> None:
-    from noderun.verbs.status_table import print_table
+    from noderun.cli_output import print_table
 
     rows = [
         (c.name, c.status.value, c.detail + (f" (fix: {c.fix})" if c.fix else ""))

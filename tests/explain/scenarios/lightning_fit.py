@@ -30,7 +30,11 @@ class Regression(L.LightningModule):
 
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--out", type=Path, default=Path(os.environ.get("NODERUN_RUN_DIR", ".")))
+parser.add_argument(
+    "--out",
+    type=Path,
+    default=Path(os.environ.get("NODERUN__RUN_DIR") or os.environ.get("NODERUN_RUN_DIR", ".")),
+)
 parser.add_argument("--nodes", type=int, default=1)
 parser.add_argument("--devices", type=int, default=1)
 parser.add_argument("--epochs", type=int, default=2)

@@ -1,4 +1,5 @@
-"""A table of PASS/WARN/FAIL rows: rich on a terminal, aligned plain text when piped."""
+"""What the CLI prints besides plain lines: a table of PASS/WARN/FAIL rows, rich on a terminal,
+aligned plain text when piped (used by `doctor`, `verify`)."""
 
 from __future__ import annotations
 

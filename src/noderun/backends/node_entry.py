@@ -1,0 +1,197 @@
+"""Per-node entrypoint, started by srun: ``python -m noderun.node [options] -- SCRIPT [ARGS…]``.
+
+Resolves where this task sits (``NodeSpec.from_env``, with the step's hosts expanded by
+``scontrol``), checks MASTER_ADDR (DNS, node 0's own addresses), waits until every node checked
+in (``NodeGate``), then ``os.execv``s into torchrun (torchrun mode) or into the script itself
+(srun mode, one task per rank) with RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/MASTER_ADDR/
+MASTER_PORT and the rank contract set. No shell is involved anywhere, so arguments arrive byte
+for byte.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from noderun import timeline
+from noderun.backends.node_gate import NodeGate
+from noderun.backends.slurm import hostnames
+from noderun.errors import NoderunError, TopologyError, UsageError
+from noderun.plan.launch import Entry, Gang, rank_command
+from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT
+from noderun.topology import in_slurm_step
+from noderun.topology.node_spec import SRUN_HINT, LaunchMode, NodeSpec
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m noderun.node", description=__doc__)
+    parser.add_argument("--mode", type=LaunchMode, choices=list(LaunchMode), default="torchrun")
+    parser.add_argument("--nproc-per-node", type=int, required=True)
+    parser.add_argument("--nnodes", type=int, help="default: the step's node count")
+    parser.add_argument("--node-rank", type=int, help="default: SLURM_NODEID")
+    parser.add_argument("--master-addr", help="default: first host of the step")
+    parser.add_argument("--master-port", type=int, help="default: derived from the job id")
+    parser.add_argument("--run-dir", type=Path, default=Path("."))
+    parser.add_argument("--join-timeout", type=float, default=DEFAULT_JOIN_TIMEOUT)
+    parser.add_argument("--run-id", help="TORCHELASTIC_RUN_ID (default: the job id)")
+    entry = parser.add_mutually_exclusive_group()
+    entry.add_argument("-m", "--module", action="store_true", help="SCRIPT is a module")
+    entry.add_argument("--no-python", action="store_true", help="SCRIPT is an executable")
+    return parser
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``[opts…, '--', script, args…]`` -> (opts, [script, args…]); the script part is untouched."""
+    if "--" not in argv:
+        raise UsageError("no script given to noderun.node", f"usage: {SRUN_HINT} [ARGS…]")
+    cut = list(argv).index("--")
+    command = list(argv[cut + 1 :])
+    if not command:
+        raise UsageError("no script given to noderun.node", f"usage: {SRUN_HINT} [ARGS…]")
+    return list(argv[:cut]), command
+
+
+def entry_of(opts: argparse.Namespace) -> Entry:
+    return Entry.MODULE if opts.module else Entry.EXECUTABLE if opts.no_python else Entry.SCRIPT
+
+
+def resolve(opts: argparse.Namespace, environ: Mapping[str, str]) -> NodeSpec:
+    """The spec from the parsed options and the step; the step's hosts expanded by scontrol."""
+    nodelist = environ.get("SLURM_STEP_NODELIST", "")
+    return NodeSpec.from_env(
+        environ,
+        mode=LaunchMode(opts.mode),
+        nproc_per_node=opts.nproc_per_node,
+        run_dir=opts.run_dir.resolve(),
+        join_timeout=opts.join_timeout,
+        nnodes=opts.nnodes,
+        node_rank=opts.node_rank,
+        master_addr=opts.master_addr,
+        master_port=opts.master_port,
+        run_id=opts.run_id,
+        hosts=hostnames(nodelist) if nodelist else (),
+    )
+
+
+def _addresses(name: str) -> set[str]:
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)}
+    except OSError:
+        return set()
+
+
+def check_master(spec: NodeSpec, this_host: str) -> None:
+    """MASTER_ADDR must resolve everywhere, and be an address of node 0 on node 0."""
+    found = _addresses(spec.master_addr)
+    if not found:
+        raise TopologyError(
+            f"MASTER_ADDR {spec.master_addr!r} does not resolve on {this_host}",
+            "use a hostname every node can resolve (the first host of the step is the default)",
+        )
+    if spec.node_rank != 0:
+        return
+    mine = set().union(*(_addresses(n) for n in {this_host, socket.gethostname()}))
+    import psutil  # only node 0 pays for it
+
+    mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
+    if not found & mine and not all(ipaddress.ip_address(a).is_unspecified for a in found):
+        raise TopologyError(
+            f"MASTER_ADDR {spec.master_addr} ({', '.join(sorted(found))}) is not an address of "
+            f"node 0 ({this_host}), where the rendezvous listens",
+            "leave MASTER_ADDR to noderun (the first host of the step) or point it at node 0",
+        )
+
+
+def exec_argv(
+    spec: NodeSpec, command: list[str], python: str, entry: Entry = Entry.SCRIPT
+) -> list[str]:
+    """The argv that replaces this process: torchrun (one per node) or the script (per rank)."""
+    script, args = command[0], command[1:]
+    if spec.mode is LaunchMode.SRUN:
+        return [python, *rank_command(script, args, entry)]
+    gang = Gang(
+        nnodes=spec.nnodes,
+        nproc_per_node=spec.nproc_per_node,
+        master_addr=spec.master_addr,
+        master_port=spec.master_port,
+        run_dir=spec.run_dir,
+        script=script,
+        script_args=tuple(args),
+        run_id=spec.run_id,
+        python=python,
+        entry=entry,
+    )
+    argv = gang.agent_argv(spec.node_rank)
+    # the static rendezvous would otherwise wait 600 s for an agent that died after check-in
+    cut = len(argv) - len(command) - 1 - len(entry.flags())  # before the rank entry
+    return [*argv[:cut], f"--rdzv-conf=timeout={spec.join_timeout:g}", *argv[cut:]]
+
+
+def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """torch's variables (the same in both modes) plus noderun's rank contract."""
+    env = dict(environ)
+    env.update(
+        MASTER_ADDR=spec.master_addr,
+        MASTER_PORT=str(spec.master_port),
+        PYTHONUNBUFFERED="1",
+        **spec.contract().to_env(),
+    )
+    if spec.mode is LaunchMode.SRUN:
+        env.update(
+            RANK=str(spec.index),
+            LOCAL_RANK=str(spec.local_rank),
+            WORLD_SIZE=str(spec.world_size),
+            LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
+            NODE_RANK=str(spec.node_rank),
+            GROUP_RANK=str(spec.node_rank),
+            # what torchrun's agent also sets (not TORCHELASTIC_RUN_ID: no agent runs here)
+            ROLE_RANK=str(spec.index),
+            ROLE_NAME="default",
+            ROLE_WORLD_SIZE=str(spec.world_size),
+            GROUP_WORLD_SIZE=str(spec.nnodes),
+        )
+    return env
+
+
+def _fail(err: NoderunError) -> NoReturn:
+    # one write per line: several tasks share srun's output
+    os.write(2, f"noderun.node: error: {err}\n".encode())
+    raise SystemExit(err.exit_code)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> NoReturn:
+    env = os.environ if environ is None else environ
+    try:
+        options, command = split_command(sys.argv[1:] if argv is None else argv)
+        opts = _parser().parse_args(options)
+        spec = resolve(opts, env)
+        timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
+        this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
+        check_master(spec, this_host)
+        gate = NodeGate(
+            index=spec.index,
+            total=spec.participants,
+            addr=spec.master_addr,
+            port=spec.master_port,
+            host=this_host,
+            join_timeout=spec.join_timeout,
+            describe=spec.describe,
+            noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
+            by_hand=not in_slurm_step(env),
+        )
+        gate.wait()
+        timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
+    except NoderunError as err:
+        _fail(err)
+    new_argv = exec_argv(spec, command, sys.executable, entry_of(opts))
+    # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
+    # without a handler) would die of it; ranks that install a handler still receive it
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    os.execve(new_argv[0], new_argv, exec_env(spec, env))

@@ -1,0 +1,218 @@
+"""RunRequest -> LaunchPlan | StepPlan: ``noderun run`` as a value. Pure: no I/O, no processes.
+
+The verb asks the world first (the program exists, a free port, the run directory may be
+used, the allocation's nodes, this machine's CPUs and GPUs, the SSH hosts' answers) and puts
+the answers into the request as plain values; ``materialize()`` checks what is left and
+returns the plan ``--dry-run`` prints (torchx's ``AppDryRunInfo``, like ``SubmitRequest``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+from pathlib import Path
+
+from noderun.errors import UsageError
+from noderun.plan.launch import (
+    TORCHRUN_DEFAULT_PORT,
+    Entry,
+    Gang,
+    LaunchPlan,
+    plan_hand_started,
+    plan_local,
+)
+from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
+from noderun.plan.ssh import SSH_GUARD, plan_ssh
+from noderun.topology.contract import RankContract
+
+NPROC_WORDS = ("gpu", "cpu", "auto")
+
+
+class Where(enum.StrEnum):
+    """Which nodes a run starts."""
+
+    LOCAL = "local"  # N simulated nodes on this machine
+    BY_HAND = "by-hand"  # this machine's node of a job started on every machine (--node-rank)
+    SSH = "ssh"  # one node per host over ssh (--hosts/--hostfile)
+    SLURM = "slurm"  # one srun step over the nodes of the allocation around noderun
+
+
+def resolve_nproc(spec: int | str, cpus: int, gpus: int | None) -> int:
+    """torchrun's ``determine_local_world_size``: gpu = visible GPUs (refused when none),
+    cpu = usable CPUs, auto = GPUs when there are any, else CPUs."""
+    if isinstance(spec, int):
+        return spec
+    if spec == "gpu":
+        if not gpus:
+            raise UsageError(
+                "--nproc-per-node gpu but no GPU is visible here",
+                "pass a number, or --nproc-per-node cpu/auto",
+            )
+        return gpus
+    if spec == "auto" and gpus:
+        return gpus
+    return max(cpus, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """The options of one ``noderun run`` attempt, plus the world's answers as values.
+
+    ``master_port``: local, a port found free; SSH, the one node 0 offered; by hand and in
+    SLURM, the one asked for (None: torchrun's default by hand, the job id's in SLURM).
+    ``cpus``/``gpus``: what ``--nproc-per-node gpu|cpu|auto`` resolves against (``cpus`` None:
+    an allocation that does not say). ``hosts``: SSH hosts, or the allocation's nodes.
+    """
+
+    where: Where
+    program: str  # checked: a script's absolute path, a module's name, or an executable
+    run_dir: Path
+    nproc_per_node: int | str = 1
+    script_args: tuple[str, ...] = ()
+    entry: Entry = Entry.SCRIPT
+    nnodes: int | None = None
+    cpus: int | None = 1
+    gpus: int | None = None
+    master_port: int | None = None
+    master_addr: str | None = None
+    node_rank: int | None = None
+    run_id: str | None = None  # --rdzv-id
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT
+    max_restarts: int = 0
+    attempt: int = 0  # 0: first start; n: the n-th restart of the whole gang
+    host: str = "localhost"  # this machine's name
+    hosts: tuple[str, ...] = ()
+    mode: LaunchMode = LaunchMode.TORCHRUN
+    job_id: str = ""
+    python: str = sys.executable
+    cwd: str = ""  # SSH: where the ranks start on every host
+    env: tuple[tuple[str, str], ...] = ()  # SSH: the ranks' explicit environment
+    ssh_config: str | None = None
+
+    @property
+    def nproc(self) -> int:
+        return resolve_nproc(
+            self.nproc_per_node, self.cpus if self.cpus is not None else 1, self.gpus
+        )
+
+    def restart_env(self) -> dict[str, str]:
+        """The restart counters every rank sees, when noderun restarts the gang."""
+        if not self.max_restarts:
+            return {}
+        return RankContract(restart_count=self.attempt, max_restarts=self.max_restarts).to_env()
+
+    def check(self) -> None:
+        """What can be refused from the values alone; UsageError with the fix."""
+        nnodes = self.nnodes
+        if self.where is Where.BY_HAND:
+            if self.node_rank is None or not self.master_addr or nnodes is None or nnodes < 2:
+                raise UsageError(
+                    "a node started by hand needs --node-rank, --nnodes (2 or more) and "
+                    "--master-addr",
+                    "run `noderun run --nnodes N --node-rank R --master-addr NODE0 "
+                    "[--master-port P] SCRIPT` on every machine, R = 0..N-1",
+                )
+            if not 0 <= self.node_rank < nnodes:
+                raise UsageError(
+                    f"--node-rank {self.node_rank} is not in 0..{nnodes - 1}",
+                    "give 0..N-1 for --nnodes N",
+                )
+        if self.where is Where.SSH and nnodes not in (None, len(self.hosts)):
+            raise UsageError(
+                f"--nnodes {nnodes} but {len(self.hosts)} host(s) given",
+                "leave --nnodes out: one node per host",
+            )
+        allocated = self.hosts
+        if self.where is Where.SLURM and (nnodes or len(allocated) or 1) > len(allocated):
+            nnodes = nnodes or 1
+            raise UsageError(
+                f"--nnodes {nnodes} but job {self.job_id} has {len(allocated)} node(s) "
+                f"({', '.join(allocated)})",
+                f"ask for the nodes at allocation time (salloc/sbatch --nodes={nnodes}) or lower "
+                "--nnodes",
+            )
+
+    def materialize(self) -> LaunchPlan | StepPlan:
+        if self.where is Where.SLURM:
+            return self.step()
+        self.check()
+        return {Where.LOCAL: self._local, Where.BY_HAND: self._by_hand, Where.SSH: self._ssh}[
+            self.where
+        ]()
+
+    def launch_plan(self) -> LaunchPlan:
+        """``materialize()`` for the nodes noderun starts itself (not an srun step)."""
+        plan = self.materialize()
+        assert isinstance(plan, LaunchPlan), "a SLURM request materializes to a StepPlan"
+        return plan
+
+    def _gang(self, master_addr: str, master_port: int, run_id: str) -> Gang:
+        return Gang(
+            nnodes=len(self.hosts) if self.where is Where.SSH else self.nnodes or 1,
+            nproc_per_node=self.nproc,
+            master_addr=master_addr,
+            master_port=master_port,
+            run_dir=self.run_dir,
+            script=self.program,
+            script_args=self.script_args,
+            run_id=run_id,
+            python=self.python,
+            entry=self.entry,
+        )
+
+    def _local(self) -> LaunchPlan:
+        assert self.master_port is not None, "the verb finds a free port first"
+        gang = self._gang("127.0.0.1", self.master_port, self.run_id or self.run_dir.name)
+        return plan_local(gang, self.restart_env() or None)
+
+    def _by_hand(self) -> LaunchPlan:
+        assert self.node_rank is not None and self.master_addr
+        port = self.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node
+        run_id = self.run_id or f"hand-{self.master_addr}-{port}"
+        return plan_hand_started(
+            self._gang(self.master_addr, port, run_id),
+            node_rank=self.node_rank,
+            join_timeout=self.join_timeout,
+            host=self.host,
+            env=self.restart_env() or None,
+        )
+
+    def _ssh(self) -> LaunchPlan:
+        assert self.master_port is not None, "node 0 offered a port first"
+        gang = self._gang(self.hosts[0], self.master_port, self.run_id or self.run_dir.name)
+        return plan_ssh(
+            gang,
+            self.hosts,
+            cwd=self.cwd,
+            guard=SSH_GUARD,
+            env={**dict(self.env), **self.restart_env()},
+            ssh_config=self.ssh_config,
+        )
+
+    def step(self) -> StepPlan:
+        """The srun step over the allocation's first ``nnodes`` nodes."""
+        self.check()
+        nnodes, nproc = self.nnodes or len(self.hosts) or 1, self.nproc
+        if self.mode is LaunchMode.SRUN and self.cpus is not None and nproc > self.cpus:
+            raise UsageError(
+                f"--nproc-per-node {nproc} in srun mode needs that many CPUs per node, "
+                f"but job {self.job_id} has {self.cpus} on some node",
+                f"allocate with --ntasks-per-node={nproc}, or use --mode torchrun",
+            )
+        return StepPlan(
+            mode=self.mode,
+            nnodes=nnodes,
+            nproc_per_node=nproc,
+            run_dir=self.run_dir,
+            script=self.program,
+            script_args=self.script_args,
+            join_timeout=self.join_timeout,
+            master_port=self.master_port,
+            hosts=self.hosts[:nnodes],
+            nodelist=",".join(self.hosts[:nnodes]) if nnodes < len(self.hosts) else None,
+            python=self.python,
+            entry=self.entry,
+            run_id=self.run_id,
+            env=tuple(self.restart_env().items()),
+        )
