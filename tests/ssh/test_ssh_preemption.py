@@ -37,7 +37,7 @@ def _rank_process(run_dir: Path, rank: int, script: str) -> psutil.Process:
             continue
         if "torch.distributed.run" in " ".join(proc.cmdline()):
             continue
-        if env.get("NODERUN_RUN_DIR") == str(run_dir) and env.get("RANK") == str(rank):
+        if env.get("NODERUN__RUN_DIR") == str(run_dir) and env.get("RANK") == str(rank):
             return proc
     raise AssertionError(f"no process of rank {rank} for {run_dir}")
 
