@@ -36,7 +36,7 @@ OPTIONS = OptionTable(
         value("--partition", help="partition for --submit"),
         value("--hosts", metavar="HOST,HOST…", help="probe these hosts over ssh (no SLURM)"),
         value("--ssh-config", help="ssh client configuration file for --hosts (ssh -F)"),
-        # flags only: a stray NODERUN_NODE_RANK (an old launcher, a user setting) must not make a doctor hand-started
+        # flags only: a stray NODERUN_NODE_RANK (old launcher) must not make a doctor hand-started
         value("--nnodes", type=positive_int, env=False, help="nodes started by hand: how many"),
         value("--node-rank", type=int, env=False, help="nodes started by hand: this node, 0..N-1"),
         value("--master-addr", env=False, help="nodes started by hand: node 0's address"),
