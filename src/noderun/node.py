@@ -275,6 +275,13 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
     # without a handler) would die of it; ranks that install a handler still receive it
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    if spec.mode is LaunchMode.SRUN and environ is None:
+        # one Python start-up per rank, not two: this process becomes the rank, as the
+        # rank entry would run it after an exec (nothing of torch is imported yet)
+        from noderun import rank_entry
+
+        os.environ.update(exec_env(spec, {}))
+        rank_entry.main(new_argv[2:], in_process=True)
     os.execve(new_argv[0], new_argv, exec_env(spec, env))
 
 
