@@ -179,9 +179,10 @@ def check_master(spec: NodeSpec, this_host: str) -> None:
     if spec.node_rank != 0:
         return
     mine = set().union(*(_addresses(n) for n in {this_host, socket.gethostname()}))
-    import psutil  # only node 0 pays for it
+    if not found & mine:  # the interfaces' own addresses, only when the names did not match
+        import psutil  # only node 0 pays for it, and rarely
 
-    mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
+        mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
     if not found & mine and not all(ipaddress.ip_address(a).is_unspecified for a in found):
         raise TopologyError(
             f"MASTER_ADDR {spec.master_addr} ({', '.join(sorted(found))}) is not an address of "
