@@ -209,6 +209,19 @@ def test_save_async_keeps_the_state_of_the_call_whatever_changes_after(
     assert saved["optimizer"]["param_groups"][0]["lr"] == 0.1
 
 
+def test_a_commit_queued_behind_a_slow_one_lands_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.5")
+    first = checkpoint.save_async({"model": {"w": torch.ones(1)}}, tmp_path, "epoch-0001")
+    second = checkpoint.save_async(
+        {"model": {"w": torch.zeros(1)}}, tmp_path, "epoch-0002", after=first
+    )
+    assert checkpoint.latest(tmp_path) is None  # returned at once, nothing marked yet
+    assert second.wait() == tmp_path / "epoch-0002"
+    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0002"]
+
+
 def test_snapshot_only_small_plain_cpu_state() -> None:
     assert checkpoint._snapshot({"w": torch.ones(2), "n": 3, "t": (1, "a")}) is not None
     assert checkpoint._snapshot({"w": nn.Parameter(torch.ones(2))}) is None

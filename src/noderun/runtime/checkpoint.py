@@ -147,18 +147,26 @@ class PendingCommit:
     (or raises what went wrong). The thread is not a daemon: the interpreter waits for it.
     """
 
-    def __init__(self, commit_it: Callable[[], Path]) -> None:
+    def __init__(self, commit_it: Callable[[], Path], after: PendingCommit | None = None) -> None:
         self.path: Path | None = None
         self.error: BaseException | None = None
+        self.after = after  # the commit this one waits for first
         self._commit = commit_it
         self._thread = threading.Thread(target=self._run, name="noderun-checkpoint-commit")
         self._thread.start()
 
     def _run(self) -> None:
         try:
+            if self.after is not None:
+                self.after.wait()  # in order: an earlier checkpoint is never marked after this
             self.path = self._commit()
         except BaseException as err:  # surfaced by wait() in the training thread
             self.error = err
+
+    def wait_for_earlier(self) -> None:
+        """Block until the commit this one queued behind is done (errors surface in wait)."""
+        if self.after is not None:
+            self.after._thread.join()
 
     def wait(self) -> Path:
         self._thread.join()
@@ -175,6 +183,7 @@ def save_async(
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
     before_commit: Callable[[Path], None] | None = None,
+    after: PendingCommit | None = None,
 ) -> PendingCommit:
     """Take ``state`` now (later changes to it do not matter); make it durable, rename and
     mark it complete in the background, after ``before_commit(tmp)``. Rank 0 only.
@@ -183,6 +192,9 @@ def save_async(
     background too; anything else is serialized here, so no device memory is doubled."""
     snapshot = _snapshot(state)
     info = {"format": "full", **(meta or {})}
+    if snapshot is None and after is not None:
+        after.wait()  # written here and now: the earlier commit (maybe of this tag) goes first
+        after = None
 
     def write(tmp: Path, taken: Mapping[str, Any]) -> None:
         with open(tmp / STATE_FILE, "wb") as handle:
@@ -201,7 +213,7 @@ def save_async(
         fsync_path(here / STATE_FILE)
         return commit(here, directory, tag, info, keep)
 
-    return PendingCommit(durable_commit)
+    return PendingCommit(durable_commit, after)
 
 
 SNAPSHOT_BYTES = 64 * 1024 * 1024  # up to this much CPU tensor data is cloned, not serialized
