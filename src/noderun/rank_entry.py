@@ -22,6 +22,7 @@ import atexit
 import builtins
 import contextlib
 import importlib.machinery
+import io
 import os
 import runpy
 import signal
@@ -30,6 +31,7 @@ import threading
 import time
 import types
 from types import TracebackType
+from typing import NoReturn
 
 ENTRY = os.path.abspath(__file__)
 
@@ -179,8 +181,34 @@ def _stamp(stage: str) -> None:
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
-if __name__ == "__main__":
+
+def _unbuffered_stdio() -> None:
+    """What ``PYTHONUNBUFFERED=1`` gives a fresh interpreter, for a script run in this one:
+    every write reaches the file descriptor at once (ranks share srun's pipes)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if isinstance(getattr(stream, "buffer", None), io.RawIOBase):
+            continue  # started unbuffered already (python -u, PYTHONUNBUFFERED)
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.flush()
+            raw = io.FileIO(stream.fileno(), "w", closefd=False)
+            wrapper = io.TextIOWrapper(
+                raw, encoding=stream.encoding, errors=stream.errors, write_through=True
+            )
+            setattr(sys, name, wrapper)
+
+
+def main(argv: list[str], in_process: bool = False) -> NoReturn:
+    """Run the rank's program and leave; ``in_process``: this interpreter was started for
+    something else (the node entry in srun mode), which set ``os.environ`` for the rank."""
+    if in_process:
+        _unbuffered_stdio()
     _stamp("rank_started")
-    _status = _run(sys.argv[1:])
+    status = _run(argv)
     _stamp("rank_exited")
-    _finish(_status)
+    _finish(status)
+    raise AssertionError("unreachable")  # _finish leaves the process
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

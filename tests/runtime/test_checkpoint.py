@@ -192,6 +192,42 @@ def test_save_async_returns_before_the_commit_and_wait_completes_it(
         failing.wait()  # a failed background commit surfaces in the training thread
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_save_async_keeps_the_state_of_the_call_whatever_changes_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: bool
+) -> None:
+    if big:  # serialized before save_async returns, not snapshotted
+        monkeypatch.setattr(checkpoint, "SNAPSHOT_BYTES", 4)
+    monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.2")
+    weights = torch.ones(3)
+    state = {"model": {"w": weights}, "optimizer": {"param_groups": [{"lr": 0.1}]}}
+    pending = checkpoint.save_async(state, tmp_path, "epoch-0001")
+    weights.add_(1)  # the next training step, in place
+    state["optimizer"]["param_groups"][0]["lr"] = 0.2
+    saved = checkpoint.read_full(pending.wait())
+    assert torch.equal(saved["model"]["w"], torch.ones(3))
+    assert saved["optimizer"]["param_groups"][0]["lr"] == 0.1
+
+
+def test_a_commit_queued_behind_a_slow_one_lands_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.5")
+    first = checkpoint.save_async({"model": {"w": torch.ones(1)}}, tmp_path, "epoch-0001")
+    second = checkpoint.save_async(
+        {"model": {"w": torch.zeros(1)}}, tmp_path, "epoch-0002", after=first
+    )
+    assert checkpoint.latest(tmp_path) is None  # returned at once, nothing marked yet
+    assert second.wait() == tmp_path / "epoch-0002"
+    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0002"]
+
+
+def test_snapshot_only_small_plain_cpu_state() -> None:
+    assert checkpoint._snapshot({"w": torch.ones(2), "n": 3, "t": (1, "a")}) is not None
+    assert checkpoint._snapshot({"w": nn.Parameter(torch.ones(2))}) is None
+    assert checkpoint._snapshot({"f": lambda: 0}) is None  # not plainly copyable
+
+
 @pytest.mark.parametrize("kind", [str, Path])
 def test_public_functions_take_str_and_pathlike(tmp_path: Path, kind: type) -> None:
     directory = kind(tmp_path / "checkpoints")

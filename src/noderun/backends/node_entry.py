@@ -98,9 +98,10 @@ def check_master(spec: NodeSpec, this_host: str) -> None:
     if spec.node_rank != 0:
         return
     mine = set().union(*(_addresses(n) for n in {this_host, socket.gethostname()}))
-    import psutil  # only node 0 pays for it
+    if not found & mine:  # the interfaces' own addresses, only when the names did not match
+        import psutil  # only node 0 pays for it, and rarely
 
-    mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
+        mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
     if not found & mine and not all(ipaddress.ip_address(a).is_unspecified for a in found):
         raise TopologyError(
             f"MASTER_ADDR {spec.master_addr} ({', '.join(sorted(found))}) is not an address of "
@@ -194,4 +195,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
     # without a handler) would die of it; ranks that install a handler still receive it
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    if spec.mode is LaunchMode.SRUN and environ is None:
+        # one Python start-up per rank, not two: this process becomes the rank, as the
+        # rank entry would run it after an exec (nothing of torch is imported yet)
+        from noderun import rank_entry
+
+        os.environ.update(exec_env(spec, {}))
+        rank_entry.main(new_argv[2:], in_process=True)
     os.execve(new_argv[0], new_argv, exec_env(spec, env))

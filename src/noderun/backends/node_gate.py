@@ -15,7 +15,8 @@ from noderun.errors import RendezvousTimeoutError, UsageError
 
 _READ_TIMEOUT = 5.0
 _RETRY_SECONDS = 0.1
-_FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _RETRY_SECONDS
+_FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _JOIN_RETRY_SECONDS
+_JOIN_RETRY_SECONDS = 0.03  # node 0 listens a few tens of ms after the others start: see it soon
 
 
 class GateError(RendezvousTimeoutError):
@@ -177,7 +178,7 @@ class NodeGate:
             except OSError as err:
                 last_error = err.strerror or type(err).__name__
                 time.sleep(pause)
-                pause = min(pause * 1.5, _RETRY_SECONDS)
+                pause = min(pause * 1.5, _JOIN_RETRY_SECONDS)
                 continue
             with conn:
                 _send_line(conn, f"HELLO {self.index} {self.host}")

@@ -257,7 +257,9 @@ def wait_for_job(
 
     The interval starts at ``poll`` and grows by 10% per poll up to ``max_poll`` (a short
     job is seen to end at once, a long one costs slurmctld little); once ``ending()`` says
-    the job is about to end (its launcher wrote the final run.json), it is ``poll / 2``."""
+    the job is about to end (its launcher wrote the final run.json), it is ``poll / 2``.
+    ``ending()`` (a local file check, no slurmctld call) is asked every ``poll / 2`` while
+    waiting, so the end is seen within ``poll`` however long the interval has grown."""
     last: str | None = None
     missing_since: float | None = None
     interval = poll
@@ -280,7 +282,19 @@ def wait_for_job(
                 return state
         soon = ending is not None and ending()
         interval = poll / 2 if soon else min(interval * 1.1, max_poll)
-        time.sleep(interval)
+        _nap(interval, None if soon else ending, poll / 2)
+
+
+def _nap(seconds: float, wake: Callable[[], bool] | None, step: float) -> None:
+    """Sleep ``seconds``, or less once ``wake()`` (asked every ``step``) says so."""
+    if wake is None:
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(step, left))
+        if wake():
+            return
 
 
 def _sacct_rows(job_id: str) -> tuple[list[list[str]] | None, str]:
@@ -296,8 +310,10 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
         return f"accounting not available for job {job_id}: `sacct` is not installed here\n"
     deadline = time.monotonic() + timeout
     rows, error = _sacct_rows(job_id)
+    pause = 0.05  # records reach slurmdbd asynchronously, usually within a few tenths
     while rows is not None and not sacct_settled(rows, job_final) and time.monotonic() < deadline:
-        time.sleep(0.5)  # records reach slurmdbd asynchronously
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.5)
         rows, error = _sacct_rows(job_id)
     if rows is None:
         state = job_state(job_id)

@@ -41,14 +41,20 @@ def time_all_reduce(ctx: Context, size: int) -> float:
     """Seconds per all_reduce of ``size`` bytes of float32, the slowest rank's mean.
 
     The iteration count fits ``BUDGET_SEC`` (agreed by all ranks from a timed probe), so the
-    test takes about the same time on 2 nodes as on 200: only the per-op time grows."""
+    test takes about the same time on 2 nodes as on 200: only the per-op time grows. When
+    the probe alone fills the budget (large sizes on slow links), it is the measurement:
+    one timed op after the warm-up, not a third op of the same size."""
     tensor = torch.ones(max(size // 4, 1), dtype=torch.float32, device=ctx.device)
     dist.all_reduce(tensor)  # warm-up: connections, buffers
     ctx.barrier()
     start = time.perf_counter()
     dist.all_reduce(tensor)
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize()
     probe = _slowest(ctx, time.perf_counter() - start)  # the same on every rank
     iters = max(1, min(MAX_ITERS, int(BUDGET_SEC / max(probe, 1e-6))))
+    if iters == 1:
+        return probe
     ctx.barrier()
     start = time.perf_counter()
     for _ in range(iters):

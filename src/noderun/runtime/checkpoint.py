@@ -14,6 +14,7 @@ Everything is written under ``.<tag>.tmp``, fsynced, renamed to ``<tag>``, then 
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -146,18 +147,26 @@ class PendingCommit:
     (or raises what went wrong). The thread is not a daemon: the interpreter waits for it.
     """
 
-    def __init__(self, commit_it: Callable[[], Path]) -> None:
+    def __init__(self, commit_it: Callable[[], Path], after: PendingCommit | None = None) -> None:
         self.path: Path | None = None
         self.error: BaseException | None = None
+        self.after = after  # the commit this one waits for first
         self._commit = commit_it
         self._thread = threading.Thread(target=self._run, name="noderun-checkpoint-commit")
         self._thread.start()
 
     def _run(self) -> None:
         try:
+            if self.after is not None:
+                self.after.wait()  # in order: an earlier checkpoint is never marked after this
             self.path = self._commit()
         except BaseException as err:  # surfaced by wait() in the training thread
             self.error = err
+
+    def wait_for_earlier(self) -> None:
+        """Block until the commit this one queued behind is done (errors surface in wait)."""
+        if self.after is not None:
+            self.after._thread.join()
 
     def wait(self) -> Path:
         self._thread.join()
@@ -174,21 +183,61 @@ def save_async(
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
     before_commit: Callable[[Path], None] | None = None,
+    after: PendingCommit | None = None,
 ) -> PendingCommit:
-    """Serialize ``state`` now (later changes to it do not matter); make it durable, rename
-    and mark it complete in the background, after ``before_commit(tmp)``. Rank 0 only."""
-    tmp = start(directory, tag)
-    with open(tmp / STATE_FILE, "wb") as handle:
-        torch.save(dict(state), handle)
+    """Take ``state`` now (later changes to it do not matter); make it durable, rename and
+    mark it complete in the background, after ``before_commit(tmp)``. Rank 0 only.
+
+    A small CPU state is snapshotted (tensors cloned: a memcpy) and serialized in the
+    background too; anything else is serialized here, so no device memory is doubled."""
+    snapshot = _snapshot(state)
     info = {"format": "full", **(meta or {})}
+    if snapshot is None and after is not None:
+        after.wait()  # written here and now: the earlier commit (maybe of this tag) goes first
+        after = None
+
+    def write(tmp: Path, taken: Mapping[str, Any]) -> None:
+        with open(tmp / STATE_FILE, "wb") as handle:
+            torch.save(dict(taken), handle)
+
+    if snapshot is None:
+        tmp = start(directory, tag)
+        write(tmp, state)
 
     def durable_commit() -> Path:
+        here = tmp if snapshot is None else start(directory, tag)
+        if snapshot is not None:
+            write(here, snapshot)
         if before_commit is not None:
-            before_commit(tmp)
-        fsync_path(tmp / STATE_FILE)
-        return commit(tmp, directory, tag, info, keep)
+            before_commit(here)
+        fsync_path(here / STATE_FILE)
+        return commit(here, directory, tag, info, keep)
 
-    return PendingCommit(durable_commit)
+    return PendingCommit(durable_commit, after)
+
+
+SNAPSHOT_BYTES = 64 * 1024 * 1024  # up to this much CPU tensor data is cloned, not serialized
+
+
+def _snapshot(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A deep copy of ``state`` (tensors cloned) when it holds at most ``SNAPSHOT_BYTES`` of
+    CPU tensors; None when it is bigger, on a device, or not plainly copyable."""
+    tensors: list[torch.Tensor] = []
+
+    def scan(value: Any) -> bool:
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            return value.device.type == "cpu" and type(value) is torch.Tensor
+        if isinstance(value, Mapping):
+            return all(scan(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return all(scan(v) for v in value)
+        return isinstance(value, str | int | float | bool | type(None) | bytes)
+
+    if not scan(state) or sum(t.numel() * t.element_size() for t in tensors) > SNAPSHOT_BYTES:
+        return None
+    with torch.no_grad():
+        return copy.deepcopy(dict(state))
 
 
 def read_meta(path: PathLike) -> dict[str, Any]:

@@ -100,14 +100,21 @@ class Checkpointer:
 
         The state is serialized before this returns (sharded: every shard written and
         fsynced); rank 0's fsync, rename and ``.complete`` marker finish in the background
-        unless ``wait`` (use it before exiting, e.g. on preemption). The next save or resume
-        waits for it first.
+        unless ``wait`` (use it before exiting, e.g. on preemption). A full checkpoint's
+        commit queues behind the previous one (commits stay in order, at most two in flight);
+        otherwise, and before a resume, the previous commit is waited for first.
         """
         with profiling.phase("checkpoint"):
             return self._save(position, extra, wait)
 
     def _save(self, position: Position, extra: Mapping[str, Any] | None, wait: bool) -> Path:
-        self.wait()
+        previous = self._pending
+        if self.sharded or previous is None:
+            self.wait()
+        else:  # a slow disk must not stall training at every epoch end: queue, up to two
+            previous.wait_for_earlier()
+            self._pending = None
+            self._gather.wait_sent()
         collect = self._gather.start((rng.capture(), dict(extra or {})))  # rank 0 gets it later
         trainer: dict[str, Any] = {
             "position": dataclasses.asdict(position),
@@ -144,7 +151,7 @@ class Checkpointer:
                 checkpoint.torch_save_durably(ranks, tmp / checkpoint.RANKS_FILE)
 
             self._pending = checkpoint.save_async(
-                trainer, self.directory, position.tag, self.keep, meta, write_ranks
+                trainer, self.directory, position.tag, self.keep, meta, write_ranks, previous
             )
         if wait:
             self.wait()

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import platform
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from importlib import metadata
@@ -198,6 +199,9 @@ def main(
         return 0
     record = _record(step, env, direct)
     run_json = step.run_dir / rundir.RUN_JSON
+    versions: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
+    lookup = threading.Thread(target=lambda: versions.update(_versions()), daemon=True)
+    lookup.start()
     attempt, previous = 0, None
     while True:
         since = timeline.process_start() if attempt == 0 else None
@@ -214,17 +218,22 @@ def main(
         record = rundir.next_attempt(record, fresh)
     if flags.max_restarts and outcome.status != "completed":
         record["restart"] = f"not restarted: {refusal}"
-    record["versions"] = {  # looked up after the run: importlib.metadata is slow to start
-        "python": platform.python_version(),
-        "torch": metadata.version("torch"),
-        "noderun": metadata.version("noderun"),
-    }
+    lookup.join()
+    record["versions"] = versions or _versions()
     rundir.write_json_atomic(run_json, record)
     write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
     timeline.stamp(step.run_dir, "accounting_written", "launcher")
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
     return outcome.exit_code
+
+
+def _versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "noderun": metadata.version("noderun"),
+    }
 
 
 def _attempt(

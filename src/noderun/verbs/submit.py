@@ -247,13 +247,28 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
-def _ended(run_dir: Path) -> bool:
-    """The job's launcher wrote its final run.json: the job ends in a moment."""
-    try:
-        status = rundir.read_json(run_dir / rundir.RUN_JSON).get("status")
-    except (OSError, ValueError):
-        return False
-    return status not in (None, "submitted", "running")
+class _Ending:
+    """The job's launcher wrote its final run.json: the job ends in a moment. Cheap to ask
+    often (a stat; the file is read again only when it changed)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / rundir.RUN_JSON
+        self._seen: int | None = None
+        self._ended = False
+
+    def __call__(self) -> bool:
+        try:
+            changed = self.path.stat().st_mtime_ns
+        except OSError:
+            return False
+        if changed != self._seen:
+            self._seen = changed
+            try:
+                status = rundir.read_json(self.path).get("status")
+            except (OSError, ValueError):
+                return False
+            self._ended = status not in (None, "submitted", "running")
+        return self._ended
 
 
 def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
@@ -283,7 +298,7 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
 
     try:
         final = slurm.wait_for_job(
-            job_id, on_change=changed, on_poll=copy_console, ending=lambda: _ended(run_dir)
+            job_id, on_change=changed, on_poll=copy_console, ending=_Ending(run_dir)
         )
     except KeyboardInterrupt:
         print(
@@ -294,21 +309,21 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
         return 130
     timeline.stamp(run_dir, "job_end_seen", "submit")
     copy_console()
-    slurm.write_sacct_summary(run_dir, job_id, job_final=True)
-    timeline.stamp(run_dir, "accounting_written", "submit")
     run_json = run_dir / rundir.RUN_JSON
     record = rundir.read_json(run_json) if run_json.exists() else {}
     if record.get("status") in ("submitted", "running"):  # the job never got to say
         record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
-    if since:
-        record["timeline"] = timeline.gather(run_dir, since)
-    rundir.write_json_atomic(run_json, record)
     code = final.shell_exit_code
     failure = record.get("failure") or {}
     why = f": {failure['reason']}" if code and failure.get("reason") else ""
-    print(
+    print(  # the result first; the accounting lands before this command returns
         f"noderun: job {job_id} {final.state}, exit code {code}{why}; run dir {run_dir}",
         file=sys.stderr if code else sys.stdout,
         flush=True,
     )
+    slurm.write_sacct_summary(run_dir, job_id, job_final=True)
+    timeline.stamp(run_dir, "accounting_written", "submit")
+    if since:
+        record["timeline"] = timeline.gather(run_dir, since)
+    rundir.write_json_atomic(run_json, record)
     return code
