@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -18,7 +17,7 @@ import pytest
 
 from noderun import checkpoint
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import ROOT, SCRIPTS, noderun, processes_running, start_noderun
+from tests.conftest import ROOT, noderun, processes_running, start_noderun
 from tests.ssh.lab import SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -93,23 +92,3 @@ def test_usr1_to_a_remote_rank_preempts_then_the_same_command_resumes_healthy(
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # no epoch twice
     verified = noderun(["verify", str(run_dir)])
     assert verified.returncode == 0 and "HEALTHY" in verified.stdout, verified.stdout[-3000:]
-
-
-def test_explain_of_a_killed_remote_rank_names_host_and_rank(
-    ssh_lab: SshLab, tmp_path: Path
-) -> None:
-    script = tmp_path / f"gang_{tmp_path.name}.py"
-    shutil.copy(SCRIPTS / "gang.py", script)
-    run_dir = tmp_path / "run"
-    result = noderun(
-        ["run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
-         "--nproc-per-node", "2", "--env", "GANG_MODE=sigkill:3", "--run-dir", str(run_dir),
-         str(script)],
-        cwd=ROOT,
-        timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
-    explained = noderun(["explain", str(run_dir)])
-    text = explained.stdout + explained.stderr
-    expected = "  failed:   rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL"
-    assert explained.returncode == 0 and expected in explained.stdout, text
