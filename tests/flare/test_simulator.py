@@ -101,7 +101,10 @@ def test_plain_script_without_noderun_import(tmp_path: Path) -> None:
 
 
 def test_failing_rank_fails_the_site_and_the_server_hears(tmp_path: Path) -> None:
-    result, workspace = _sim_job(tmp_path, "failing_rank_site.py", 2, "plain_ddp_site.py", 3)
+    # the server hears of the bad result at once; the watchdog then ends what FLARE still waits for
+    result, workspace = _sim_job(
+        tmp_path, "failing_rank_site.py", 2, "plain_ddp_site.py", 3, NODERUN_FLARE_GRACE_SEC="5"
+    )
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
     assert "site-1: exit code 1: RuntimeError: rank 1 fails on purpose in round 1" in last, last
@@ -111,7 +114,9 @@ def test_failing_rank_fails_the_site_and_the_server_hears(tmp_path: Path) -> Non
 
 
 def test_flare_init_on_every_rank_is_one_line(tmp_path: Path) -> None:
-    result, workspace = _sim_job(tmp_path, "every_rank_init.py", 2, "plain_ddp_site.py")
+    result, workspace = _sim_job(
+        tmp_path, "every_rank_init.py", 2, "plain_ddp_site.py", NODERUN_FLARE_GRACE_SEC="3"
+    )
     assert result.returncode == 1
     assert "FlareRankError: rank 1 called flare.init as rank 0" in result.stderr
     rank_log = next(workspace.rglob("site-1-*/logs/rank1.log")).read_text().strip().splitlines()
