@@ -14,9 +14,10 @@ import pytest
 from noderun.check_result import Status
 from noderun.doctor import checks, fingerprint
 from noderun.doctor.collective import bus_factor
-from noderun.doctor.probe import read_marked, visible_env, write_marked
+from noderun.doctor.probe import visible_env
 from noderun.doctor.runner import Checklist, batch_plan
 from noderun.errors import UsageError
+from noderun.srun_lines import read_marked, write_marked
 
 
 def facts(host: str = "node1", **over: object) -> dict:

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from noderun.doctor.probe import write_marked
 from noderun.runtime.context import Context, init
+from noderun.srun_lines import write_marked
 
 MARKER = "NODERUN_DOCTOR_COLLECTIVE "
 SIZES = (1 << 10, 1 << 16, 1 << 20, 1 << 24)  # bytes: 1 KiB .. 16 MiB

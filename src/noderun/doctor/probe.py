@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import itertools
 import json
 import os
 import platform
@@ -28,6 +27,7 @@ from typing import Any
 import psutil
 
 from noderun.doctor.fingerprint import code_facts, path_facts
+from noderun.srun_lines import write_marked
 
 MARKER = "NODERUN_DOCTOR_PROBE "
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -39,39 +39,6 @@ LEFTOVER_MARKERS = (
     "torch/distributed/elastic",
 )
 SHM_PREFIXES = ("torch_", "nccl", "__KMP_REGISTERED_LIB")
-
-
-PIECE = 800  # srun cuts output lines at 1024 bytes
-_MESSAGES = itertools.count()
-
-
-def write_marked(marker: str, text: str) -> None:
-    """``text`` as numbered pieces, each one short line written at once: ``marker id k n piece``."""
-    ident = f"{socket.gethostname()}-{os.getpid()}-{next(_MESSAGES)}"
-    pieces = [text[i : i + PIECE] for i in range(0, len(text), PIECE)] or [""]
-    for k, piece in enumerate(pieces):
-        line = f"{marker}{ident} {k} {len(pieces)} {piece}\n"
-        os.write(sys.stdout.fileno(), line.encode())
-
-
-def read_marked(output: str, marker: str) -> list[Any]:
-    """The JSON values ``write_marked`` wrote, reassembled; an incomplete one is dropped."""
-    parts: dict[str, dict[int, str]] = {}
-    totals: dict[str, int] = {}
-    for line in output.splitlines():
-        _, found, rest = line.partition(marker)
-        fields = rest.split(" ", 3)
-        if not found or len(fields) < 4 or not fields[1].isdigit() or not fields[2].isdigit():
-            continue
-        ident, k, n, piece = fields[0], int(fields[1]), int(fields[2]), fields[3]
-        parts.setdefault(ident, {})[k] = piece
-        totals[ident] = n
-    values = []
-    for ident, pieces in parts.items():
-        if len(pieces) == totals[ident]:
-            with contextlib.suppress(ValueError):
-                values.append(json.loads("".join(pieces[k] for k in range(totals[ident]))))
-    return values
 
 
 def is_secret(name: str) -> bool:

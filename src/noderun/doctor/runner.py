@@ -24,10 +24,10 @@ from noderun.check_result import failed, skipped
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
-from noderun.doctor.probe import read_marked
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode
+from noderun.srun_lines import read_marked
 from noderun.topology import port_for_job
 from noderun.topology.contract import RankContract
 

@@ -7,16 +7,17 @@ of the running job; each dumps the ranks of its own node and prints one JSON lin
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from noderun import rundir
 from noderun.errors import NoderunError, UsageError
+from noderun.srun_lines import read_marked
 from noderun.stacks import capture
 from noderun.stacks.analysis import Snapshot
 from noderun.stacks.model import RankStack
+from noderun.stacks.node import MARKER
 
 SRUN_TIMEOUT = 120.0
 
@@ -64,9 +65,8 @@ def job_snapshot(job_id: str, run_dir: Path | None = None, nodes: Sequence[str] 
     stacks: list[RankStack] = []
     notes: list[str] = []
     run_dirs: set[str] = set()
-    for _task, text in lines:
+    for item in read_marked("\n".join(text for _task, text in lines), MARKER):
         with contextlib.suppress(ValueError, KeyError, TypeError):
-            item = json.loads(text)
             if "stack" in item:
                 stacks.append(RankStack.from_dict(item["stack"]))
                 run_dirs.add(str(item.get("run_dir", "")))

@@ -1,7 +1,8 @@
 """``python -m noderun.stacks.node --job J``: dump the ranks of job J on this node, as JSON lines.
 
 Started by ``noderun stacks`` (and the stall watcher) through ``srun --overlap`` on every node
-of a running job; prints ``{"stack": …, "run_dir": …}`` per rank and ``{"note": …}`` per problem.
+of a running job; prints ``{"stack": …, "run_dir": …}`` per rank and ``{"note": …}`` per problem,
+each as ``srun_lines`` pieces.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from noderun.srun_lines import write_marked
 from noderun.stacks import capture
+
+MARKER = "NODERUN-STACK "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -25,11 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ranks = capture.find_ranks(run_dir=args.run_dir, job_id=args.job, node=node)
     stacks, notes = capture.take(ranks, args.py_spy or capture.py_spy_path())
     by_rank = {rp.rank: rp.run_dir for rp in ranks}
+    # numbered short pieces: srun cuts a line at 1 KiB, and a deep stack with long paths is longer
     for note in notes:
-        os.write(1, (json.dumps({"note": note}) + "\n").encode())
+        write_marked(MARKER, json.dumps({"note": note}))
     for stack in stacks:
-        line = json.dumps({"stack": stack.to_dict(), "run_dir": by_rank[stack.rank]})
-        os.write(1, (line + "\n").encode())  # one write per line: tasks share srun's output
+        write_marked(MARKER, json.dumps({"stack": stack.to_dict(), "run_dir": by_rank[stack.rank]}))
     return 0
 
 
