@@ -5,6 +5,7 @@ Each behaviour is compared with plain `python` running the same script in the sa
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -152,3 +153,48 @@ def test_noderun_restart_counts_become_torchelastic_ones(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, RANK_ENTRY, str(script)], capture_output=True,
                           text=True, env=env, timeout=60)  # fmt: skip
     assert done.stdout == "2\n"
+
+
+HALF_LINE = """\
+import sys
+stream = getattr(sys, sys.argv[1])
+stream.write("half ")
+sys.stdin.readline()  # the test looks at the pipe now: the half line must not be there yet
+print("line", file=stream)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_line_reaches_the_pipe_whole_even_under_pythonunbuffered(
+    tmp_path: Path, stream: str
+) -> None:
+    """The launcher sets PYTHONUNBUFFERED=1; a tee reading between the text and its newline
+    glued two ranks' lines together. Through the entry, text goes out with its line end."""
+    script = tmp_path / "half.py"
+    script.write_text(HALF_LINE)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, RANK_ENTRY, str(script), stream],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None
+    out = proc.stdout if stream == "stdout" else proc.stderr
+    assert out is not None
+    try:
+        ready, _, _ = select.select([out], [], [], 1.0)
+        assert not ready, os.read(out.fileno(), 100)  # "half " alone was written
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([out], [], [], 10.0)
+        assert ready
+        assert os.read(out.fileno(), 100) == b"half line\n"  # one write: the whole line
+        proc.stdin.write(b"\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()

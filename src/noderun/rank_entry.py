@@ -22,7 +22,6 @@ import atexit
 import builtins
 import contextlib
 import importlib.machinery
-import io
 import os
 import runpy
 import signal
@@ -182,27 +181,24 @@ def _stamp(stage: str) -> None:
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
-def _unbuffered_stdio() -> None:
-    """What ``PYTHONUNBUFFERED=1`` gives a fresh interpreter, for a script run in this one:
-    every write reaches the file descriptor at once (ranks share srun's pipes)."""
+def _whole_line_stdio() -> None:
+    """Every line the script prints reaches the file descriptor at once, in one write.
+
+    ``PYTHONUNBUFFERED=1`` (what the launcher sets, so output is not held back) makes ``print``
+    write its text and its newline apart; torchrun's tee reads the rank's file between the two
+    on a busy machine and glues the next rank's line onto the half line. Line buffering keeps
+    output as prompt (at each newline, or an explicit flush) and every line whole."""
     for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if isinstance(getattr(stream, "buffer", None), io.RawIOBase):
-            continue  # started unbuffered already (python -u, PYTHONUNBUFFERED)
         with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream = getattr(sys, name)
             stream.flush()
-            raw = io.FileIO(stream.fileno(), "w", closefd=False)
-            wrapper = io.TextIOWrapper(
-                raw, encoding=stream.encoding, errors=stream.errors, write_through=True
-            )
-            setattr(sys, name, wrapper)
+            stream.reconfigure(line_buffering=True, write_through=False)
 
 
-def main(argv: list[str], in_process: bool = False) -> NoReturn:
-    """Run the rank's program and leave; ``in_process``: this interpreter was started for
-    something else (the node entry in srun mode), which set ``os.environ`` for the rank."""
-    if in_process:
-        _unbuffered_stdio()
+def main(argv: list[str]) -> NoReturn:
+    """Run the rank's program and leave (also called in-process by the node entry in srun mode,
+    which set ``os.environ`` for the rank)."""
+    _whole_line_stdio()
     _stamp("rank_started")
     status = _run(argv)
     _stamp("rank_exited")

@@ -78,6 +78,21 @@ def test_a_running_step_is_not_settled() -> None:
     assert not sacct_settled(rows, job_final=False)
 
 
+def test_a_job_record_with_only_the_batch_host_is_not_settled() -> None:
+    """slurmdbd held a finished 2-node job's record with NodeList node1 (the batch host) for a
+    while; verify then reported the job ran on node1 alone."""
+    header = "JobID|JobName|State|ExitCode|Elapsed|NNodes|NodeList\n"
+    steps = (
+        "7.batch|batch|COMPLETED|0:0|00:00:04|1|node1\n"
+        "7.0|python3|COMPLETED|0:0|00:00:04|2|node[1-2]\n"
+    )
+    early = parse_sacct_rows(header + "7|job|COMPLETED|0:0|00:00:04|1|node1\n" + steps)
+    late = parse_sacct_rows(header + "7|job|COMPLETED|0:0|00:00:04|2|node[1-2]\n" + steps)
+    assert not sacct_settled(early, job_final=True)
+    assert not sacct_settled(early, job_final=False)
+    assert sacct_settled(late, job_final=True)
+
+
 def test_sinfo_nodes() -> None:
     nodes = parse_sinfo_nodes(_read("sinfo_nodes.txt"))
     assert nodes == [

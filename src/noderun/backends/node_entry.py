@@ -201,5 +201,5 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         from noderun import rank_entry
 
         os.environ.update(exec_env(spec, {}))
-        rank_entry.main(new_argv[2:], in_process=True)
+        rank_entry.main(new_argv[2:])
     os.execve(new_argv[0], new_argv, exec_env(spec, env))

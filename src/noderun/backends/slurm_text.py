@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from noderun.errors import TopologyError
+from noderun.topology.hostlist import expand_hostlist
+
 # SLURM job state -> noderun run status (a table, not an if-chain)
 JOB_STATES: dict[str, str] = {
     "PENDING": "pending",
@@ -175,13 +178,37 @@ def parse_sacct_rows(text: str) -> list[list[str]]:
 
 
 def sacct_settled(rows: list[list[str]], job_final: bool) -> bool:
-    """True once the records we care about are final (steps, and the job when it ended)."""
+    """True once the records we care about are final (steps, and the job when it ended), and
+    the job's node list holds every step's nodes: slurmdbd may hold the job's record with only
+    the batch host for a while, even once it says COMPLETED."""
     body = rows[1:]
     if not body:
         return False
     steps = [r for r in body if "." in r[0] and r[0].split(".")[1][:1].isdigit()]
     wanted = body if job_final else steps
-    return bool(wanted) and all(state_status(r[2]) in FINAL for r in wanted)
+    if not wanted or not all(state_status(r[2]) in FINAL for r in wanted):
+        return False
+    return _job_holds_step_nodes(rows[0], body)
+
+
+def _job_holds_step_nodes(header: list[str], body: list[list[str]]) -> bool:
+    if "NodeList" not in header:
+        return True
+    at = header.index("NodeList")
+    job = [r for r in body if "." not in r[0] and len(r) > at]
+    if not job:
+        return True
+    try:
+        job_nodes = set(expand_hostlist(job[0][at]))
+        step_nodes = {
+            host
+            for r in body
+            if "." in r[0] and len(r) > at and r[at] not in ("", "None assigned")
+            for host in expand_hostlist(r[at])
+        }
+    except TopologyError:
+        return True  # a node list we cannot read does not hold the summary back
+    return step_nodes <= job_nodes
 
 
 def format_table(rows: list[list[str]]) -> list[str]:
