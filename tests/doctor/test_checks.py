@@ -72,6 +72,11 @@ def test_a_healthy_cluster_passes():
             "master-reachable", "ConnectionRefusedError", "firewall",
         ),
         (
+            {"contact": {"reachable": False, "foreign": True,
+                         "error": "port 29500 accepted … another program holds it"}},
+            "master-reachable", "another program holds it", "another --master-port",
+        ),
+        (
             {"route": {"interface": "docker0", "local_address": "172.17.0.2"}},
             "interface", "via docker0", "NCCL_SOCKET_IFNAME",
         ),
@@ -90,8 +95,8 @@ def test_a_healthy_cluster_passes():
         ),
     ],
     ids=[
-        "version", "devices", "resolve", "unreachable", "docker0", "wrong-ifname", "shared-fs",
-        "disk", "clock",
+        "version", "devices", "resolve", "unreachable", "foreign", "docker0", "wrong-ifname",
+        "shared-fs", "disk", "clock",
     ],
 )  # fmt: skip
 def test_each_failure_names_the_node_and_the_fix(node2, check, words, fix):

@@ -97,3 +97,7 @@ def test_a_port_held_on_the_master_fails_the_doctor(tmp_path: Path):
     port = {(c["node"], c["check"]): c for c in report["checks"]}[("node1", "port-free")]
     assert port["status"] == "FAIL" and "in use on the master" in port["detail"]
     assert "another --master-port" in port["fix"]
+    # the other node is told what holds the port at once (it used to retry ~20 s, then say
+    # "cannot connect to the master")
+    reach = {(c["node"], c["check"]): c for c in report["checks"]}[("node2", "master-reachable")]
+    assert reach["status"] == "FAIL" and "another program holds it" in reach["detail"], reach

@@ -97,6 +97,12 @@ def check_master_resolves(facts: Facts, everyone: Sequence[Facts]) -> Check:
 
 def check_master_reachable(facts: Facts, _: Sequence[Facts]) -> Check:
     contact = facts.get("contact") or {}
+    if contact.get("foreign"):
+        return failed(
+            "master-reachable",
+            f"the master answers, but {contact.get('error')}",
+            "stop the stale process on the master's port or pass another --master-port",
+        )
     if not contact.get("reachable"):
         return failed(
             "master-reachable",
@@ -187,7 +193,7 @@ def check_disk(facts: Facts, _: Sequence[Facts]) -> Check:
 def check_clock(facts: Facts, _: Sequence[Facts]) -> Check:
     offset = (facts.get("contact") or {}).get("clock_offset_sec")
     if offset is None:
-        return skipped("clock-skew", "master unreachable")
+        return skipped("clock-skew", "the master's doctor did not answer")
     text = f"{offset * 1000:+.1f} ms from the master"
     if abs(offset) > SKEW_FAIL:
         return failed("clock-skew", text, "synchronize clocks (chrony/ntp): logs and timeouts")

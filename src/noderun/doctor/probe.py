@@ -146,12 +146,17 @@ def _serve(listener: socket.socket, expected: int, deadline: float, seen: list[s
 
 
 def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
-    """Connect (retrying until ``deadline``), read the master's clock: offset like NTP."""
+    """Connect (retrying until ``deadline``), read the master's clock: offset like NTP.
+
+    A connection that is accepted but never answered is another program holding the port
+    (the master's probe could not listen on it): said at once, not retried until the deadline."""
     error = "no attempt"
     while time.monotonic() < deadline:
         sent = time.time()
+        connected = False
         try:
             with socket.create_connection((address, port), timeout=2) as sock:
+                connected = True
                 reply = sock.makefile().readline()
             received = time.time()
             master_time = float(json.loads(reply)["time"])
@@ -163,6 +168,15 @@ def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
             }
         except (OSError, ValueError, KeyError) as err:
             error = f"{type(err).__name__}: {err}"
+            if connected:
+                return {
+                    "reachable": False,
+                    "foreign": True,
+                    "clock_offset_sec": None,
+                    "round_trip_ms": None,
+                    "error": f"port {port} accepted the connection but did not answer as the "
+                    f"doctor ({error}): another program holds it",
+                }
             time.sleep(0.2)
     return {"reachable": False, "clock_offset_sec": None, "round_trip_ms": None, "error": error}
 
@@ -202,7 +216,8 @@ def run_probe(
             server.start()
         except OSError as err:
             listener.close()
-            facts["port"] = {"port": port, "free": False, "error": str(err)}
+            # the collective still needs a port: a free one, not port+1 (the next job's port)
+            facts["port"] = {"port": port, "free": False, "error": str(err), "spare": _spare_port()}
     address = (facts["master"]["addresses"] or [master])[0]
     facts["contact"] = contact_master(address, port, deadline)
     facts["route"] = route_interface(address, port)

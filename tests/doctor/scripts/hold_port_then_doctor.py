@@ -10,6 +10,8 @@ from noderun.topology import port_for_job
 
 port = port_for_job(os.environ["SLURM_JOB_ID"])
 with socket.socket() as holder:
+    # as a stale server would; and an earlier job's TIME_WAIT on this port must not stop us
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     holder.bind(("", port))
     holder.listen()
     done = subprocess.run([sys.executable, "-m", "noderun", "doctor", "--json", *sys.argv[1:]])
