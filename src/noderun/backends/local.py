@@ -104,17 +104,15 @@ class _NodeOutput:
         self.node = node_rank
         self.in_root_cause = False
         self.root: dict[str, int] = {}
+        self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
 
-    def feed(self, raw: str) -> None:
+    def feed(self, raw: str, stream: str = "stdout") -> None:
         line = raw.rstrip("\n")
         match = _PREFIX.match(line)
         if match:
             local = int(match.group(1))
-            rank = self.node * self.sup.plan.nproc_per_node + local
-            shown = self.sup.show(local)
-            prefix = self.sup.node(self.node).prefix
-            shown_line = f"{prefix}:{rank}| {match.group(2)}" if shown else None
-            self.sup.emit(rank, shown_line, match.group(2))
+            self.told[(local, stream)] = self.told.get((local, stream), 0) + 1
+            self.rank_line(local, match.group(2))
             return
         self.sup.agent_line(self.node, line)
         if "Root Cause" in line:
@@ -125,6 +123,44 @@ class _NodeOutput:
             elif m := _ROOT_EXIT.match(line):
                 self.root["exit_code"] = int(m.group(1))
                 self.in_root_cause = False
+
+    def rank_line(self, local: int, text: str) -> None:
+        rank = self.node * self.sup.plan.nproc_per_node + local
+        shown = self.sup.show(local)
+        prefix = self.sup.node(self.node).prefix
+        self.sup.emit(rank, f"{prefix}:{rank}| {text}" if shown else None, text)
+
+    def catch_up(self, files: list[tuple[int, str, Path]]) -> None:
+        """Lines torchrun's tee never passed on: its tail thread can stop before it read a
+        rank's last lines (pytorch/pytorch#143823); torchelastic's per-rank files hold all."""
+        for local, stream, path in files:
+            for text in untold_lines(path, self.told.get((local, stream), 0)):
+                self.rank_line(local, text)
+
+
+def untold_lines(path: Path, told: int) -> list[str]:
+    """The lines of a torchelastic rank file after the first ``told``, read as torch's tail
+    reads them (universal newlines, bad bytes replaced)."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [line.rstrip("\n") for line in iter(f.readline, "")]
+    except OSError:
+        return []
+    return lines[told:]
+
+
+def elastic_files(root: Path, skip: set[str]) -> list[tuple[int, str, Path]]:
+    """(local rank, stream, path) of torchelastic's rank files under ``root``
+    (``<run id>_<random>/attempt_N/<local rank>/std{out,err}.log``), but for folders in ``skip``
+    (an earlier attempt's)."""
+    found = []
+    for path in sorted(root.glob("*/attempt_*/*/std*.log")):
+        run_folder = path.parents[2].name
+        if run_folder in skip or not path.parent.name.isdigit():
+            continue
+        if path.name in ("stdout.log", "stderr.log"):
+            found.append((int(path.parent.name), path.name.removesuffix(".log"), path))
+    return found
 
 
 class LocalSupervisor:
@@ -182,10 +218,25 @@ class LocalSupervisor:
             self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
         return self._files[name]
 
-    def _pump(self, stream: IO[str], sink: _NodeOutput) -> None:
+    def _pump(self, stream: IO[str], sink: _NodeOutput, name: str) -> None:
         for line in iter(stream.readline, ""):
-            sink.feed(line)
+            sink.feed(line, name)
         stream.close()
+
+    def _elastic_root(self, node_rank: int) -> Path:
+        return self.logs / "torchelastic" / f"node{node_rank}"
+
+    def _catch_up(
+        self,
+        sinks: dict[int, _NodeOutput],
+        threads: dict[int, list[threading.Thread]],
+        before: dict[int, set[str]],
+    ) -> None:
+        """Every node whose output was read to its end: the rank lines its tee dropped."""
+        for node_rank, sink in sinks.items():
+            if any(t.is_alive() for t in threads[node_rank]):
+                continue  # still being read: counting now would repeat lines
+            sink.catch_up(elastic_files(self._elastic_root(node_rank), before[node_rank]))
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
@@ -199,8 +250,12 @@ class LocalSupervisor:
         start = time.monotonic()
         procs: dict[int, subprocess.Popen[str]] = {}
         sinks: dict[int, _NodeOutput] = {}
-        threads: list[threading.Thread] = []
+        threads: dict[int, list[threading.Thread]] = {}
         failed_nodes: list[int] = []
+        before = {  # an earlier attempt's torchelastic folders, not read again
+            node.node_rank: {p.name for p in _listdir(self._elastic_root(node.node_rank))}
+            for node in self.plan.nodes
+        }
         try:
             for node in self.plan.nodes:
                 proc = subprocess.Popen(
@@ -215,13 +270,14 @@ class LocalSupervisor:
                 )
                 procs[node.node_rank] = proc
                 sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
-                for stream in (proc.stdout, proc.stderr):
+                threads[node.node_rank] = []
+                for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                     assert stream is not None
                     thread = threading.Thread(
-                        target=self._pump, args=(stream, sinks[node.node_rank]), daemon=True
+                        target=self._pump, args=(stream, sinks[node.node_rank], name), daemon=True
                     )
                     thread.start()
-                    threads.append(thread)
+                    threads[node.node_rank].append(thread)
             timeline.stamp(self.plan.run_dir, "step_started", "launcher")
             if self.on_start:
                 self.on_start([p.pid for p in procs.values()])
@@ -234,8 +290,10 @@ class LocalSupervisor:
             if self.stall:
                 self.stall.stop()
             self._teardown(procs)
-            for thread in threads:
-                thread.join(timeout=5)
+            for node_threads in threads.values():
+                for thread in node_threads:
+                    thread.join(timeout=5)
+            self._catch_up(sinks, threads, before)
             for s, handler in previous.items():
                 signal.signal(s, handler)
             with self._lock:
@@ -382,5 +440,12 @@ def tail(path: Path, lines: int = 20) -> list[str]:
     """The last ``lines`` lines of a text file ([] if missing)."""
     try:
         return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def _listdir(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
     except OSError:
         return []
