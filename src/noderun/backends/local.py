@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import itertools
 import os
 import re
 import signal
@@ -106,7 +107,7 @@ class _NodeOutput:
         self.root: dict[str, int] = {}
         self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
 
-    def feed(self, raw: str, stream: str = "stdout") -> None:
+    def feed(self, raw: str, stream: str) -> None:
         line = raw.rstrip("\n")
         match = _PREFIX.match(line)
         if match:
@@ -142,25 +143,22 @@ def untold_lines(path: Path, told: int) -> list[str]:
     """The lines of a torchelastic rank file after the first ``told``, read as torch's tail
     reads them (universal newlines, bad bytes replaced)."""
     try:
-        with open(path, errors="replace") as f:
-            lines = [line.rstrip("\n") for line in iter(f.readline, "")]
+        with open(path, errors="replace") as f:  # only the untold end is kept in memory
+            return [line.rstrip("\n") for line in itertools.islice(f, told, None)]
     except OSError:
         return []
-    return lines[told:]
 
 
 def elastic_files(root: Path, skip: set[str]) -> list[tuple[int, str, Path]]:
     """(local rank, stream, path) of torchelastic's rank files under ``root``
     (``<run id>_<random>/attempt_N/<local rank>/std{out,err}.log``), but for folders in ``skip``
     (an earlier attempt's)."""
-    found = []
-    for path in sorted(root.glob("*/attempt_*/*/std*.log")):
-        run_folder = path.parents[2].name
-        if run_folder in skip or not path.parent.name.isdigit():
-            continue
-        if path.name in ("stdout.log", "stderr.log"):
-            found.append((int(path.parent.name), path.name.removesuffix(".log"), path))
-    return found
+    return [
+        (int(path.parent.name), stream, path)
+        for stream in ("stdout", "stderr")
+        for path in sorted(root.glob(f"*/attempt_*/*/{stream}.log"))
+        if path.parents[2].name not in skip and path.parent.name.isdigit()
+    ]
 
 
 class LocalSupervisor:
@@ -253,7 +251,7 @@ class LocalSupervisor:
         threads: dict[int, list[threading.Thread]] = {}
         failed_nodes: list[int] = []
         before = {  # an earlier attempt's torchelastic folders, not read again
-            node.node_rank: {p.name for p in _listdir(self._elastic_root(node.node_rank))}
+            node.node_rank: {p.name for p in self._elastic_root(node.node_rank).glob("*")}
             for node in self.plan.nodes
         }
         try:
@@ -440,12 +438,5 @@ def tail(path: Path, lines: int = 20) -> list[str]:
     """The last ``lines`` lines of a text file ([] if missing)."""
     try:
         return path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return []
-
-
-def _listdir(folder: Path) -> list[Path]:
-    try:
-        return list(folder.iterdir())
     except OSError:
         return []

@@ -169,15 +169,16 @@ def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
         except (OSError, ValueError, KeyError) as err:
             error = f"{type(err).__name__}: {err}"
             if connected:
+                said = f"port {port} accepted the connection but did not answer as the doctor"
                 return {
-                    "reachable": False,
+                    **_no_answer(f"{said} ({error}): another program holds it"),
                     "foreign": True,
-                    "clock_offset_sec": None,
-                    "round_trip_ms": None,
-                    "error": f"port {port} accepted the connection but did not answer as the "
-                    f"doctor ({error}): another program holds it",
                 }
             time.sleep(0.2)
+    return _no_answer(error)
+
+
+def _no_answer(error: str) -> dict[str, Any]:
     return {"reachable": False, "clock_offset_sec": None, "round_trip_ms": None, "error": error}
 
 
