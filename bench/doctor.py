@@ -6,10 +6,14 @@ in its result, so queueing for the allocation does not count. Alternates 2 and 3
 
 Baseline, same run: an srun step that only starts Python and imports torch.distributed on
 every node (timed inside the allocation too). On a real cluster each node has its own cores;
-on the lab all nodes share this machine's 2, so starting torch on 3 "nodes" costs about 1.5x
-its time on 2 whatever the doctor does. The headline compares the doctor's time above that
-baseline (its own work: probes, rendezvous, the time-boxed collective test), 3 vs 2 nodes;
-the raw ratio is printed beside it.
+on the lab all nodes share this machine's 2, so every CPU-bound part on 3 "nodes" costs about
+1.5x its time on 2, the baseline as much as the doctor's own probes and collective (the probe
+step alone, stdlib and psutil, one per node in parallel, shows the same factor). The headline
+divides the doctor's 3-vs-2 ratio by the baseline's, both from the same repetition: what is
+left is the doctor's own growth with the node count (serial probes, pairwise link tests),
+the lab's shared cores cancelled. The raw ratio, and the ratio of the times above the
+baseline (this benchmark's headline until 2026-11-25: a difference of noisy figures that
+keeps the contention factor), are printed beside it.
 
     .venv/bin/python bench/doctor.py [--reps 3]
 """
@@ -91,24 +95,29 @@ def main() -> int:
                 )
     two, three = statistics.median(times[2]), statistics.median(times[3])
     p2, p3 = statistics.median(probes[2]), statistics.median(probes[3])
+    b2, b3 = statistics.median(bases[2]), statistics.median(bases[3])
     own2 = statistics.median(t - b for t, b in zip(times[2], bases[2], strict=True))
     own3 = statistics.median(t - b for t, b in zip(times[3], bases[3], strict=True))
+    relative = statistics.median(
+        (d3 / d2) / (c3 / c2)
+        for d2, d3, c2, c3 in zip(times[2], times[3], bases[2], bases[3], strict=True)
+    )
     print(
         f"median probe step (one probe per node, in parallel): 2 nodes {p2:.2f} s, "
         f"3 nodes {p3:.2f} s, ratio {p3 / p2:.2f}"
     )
+    print(f"median doctor: 2 nodes {two:.2f} s, 3 nodes {three:.2f} s, raw ratio {three / two:.2f}")
     print(
-        f"median doctor: 2 nodes {two:.2f} s, 3 nodes {three:.2f} s (the collective test "
-        "runs one rank per node: on the lab all nodes share this machine's cores)"
+        f"median baseline (start torch on every node): 2 nodes {b2:.2f} s, 3 nodes {b3:.2f} s, "
+        f"ratio {b3 / b2:.2f} (the lab's shared cores)"
     )
     print(
-        f"median baseline: 2 nodes {statistics.median(bases[2]):.2f} s, "
-        f"3 nodes {statistics.median(bases[3]):.2f} s; doctor above it: 2 nodes {own2:.2f} s, "
-        f"3 nodes {own3:.2f} s"
+        f"doctor above the baseline: 2 nodes {own2:.2f} s, 3 nodes {own3:.2f} s, "
+        f"ratio {own3 / own2:.2f}"
     )
     print(
-        f"ratio doctor 3 nodes/2 nodes = {own3 / own2:.2f} above starting torch on every node "
-        f"(target <= {TARGET}); raw {three / two:.2f}"
+        f"ratio doctor 3 nodes/2 nodes = {relative:.2f} relative to starting torch on every "
+        f"node (target <= {TARGET})"
     )
     return 0
 

@@ -126,6 +126,9 @@ def leftovers() -> dict[str, Any]:
     return {"processes": procs[:10], "shm": stale[:10], "torchelastic_dirs": elastic[:10]}
 
 
+RETRY_SEC = 0.02  # the master's probe is usually listening within a few tens of ms
+
+
 def _spare_port() -> int:
     with socket.socket() as sock:
         sock.bind(("", 0))
@@ -174,7 +177,7 @@ def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
                     **_no_answer(f"{said} ({error}): another program holds it"),
                     "foreign": True,
                 }
-            time.sleep(0.2)
+            time.sleep(RETRY_SEC)
     return _no_answer(error)
 
 
