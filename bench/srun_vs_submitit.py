@@ -43,16 +43,27 @@ def allreduce_once() -> int:
     return int(value.item()) == world
 
 
+class SideFailed(Exception):
+    """One job of one side failed for a reason of its own: the pair is measured again."""
+
+
 def time_submitit(folder: Path, nodes: int, tasks: int) -> float:
     import submitit
 
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     executor.update_parameters(
-        nodes=nodes, tasks_per_node=tasks, cpus_per_task=1, timeout_min=5, name="bench-submitit"
+        nodes=nodes, tasks_per_node=tasks, cpus_per_task=1, timeout_min=3, name="bench-submitit"
     )
     start = time.perf_counter()
     job = executor.submit(allreduce_once)
-    results = job.results()
+    try:
+        results = job.results()
+    except Exception as err:  # submitit's FailedJobError, UncompletedJobError
+        # its MASTER_PORT is drawn from the job id and can meet a port in use (EADDRINUSE
+        # seen on the lab): rank 0 fails, the others wait for the 3-minute time limit
+        # (submitit signals a job 90 s before its limit: 1 minute reads as timed out at once)
+        last = [line for line in str(err).splitlines() if line.strip()][-3:]
+        raise SideFailed(f"submitit job {job.job_id} failed: {' | '.join(last)[-300:]}") from err
     elapsed = time.perf_counter() - start
     if not all(results):
         raise SystemExit(f"submitit job {job.job_id} gave {results}")
@@ -97,8 +108,15 @@ def main() -> None:
             for side in ("noderun", "submitit") if rep % 2 == 0 else ("submitit", "noderun"):
                 if side == "noderun":
                     ours.append(time_noderun(root / f"n{rep}", *shape))
+                    continue
+                for attempt in range(1, 4):
+                    try:
+                        theirs.append(time_submitit(root / f"s{rep}-{attempt}", *shape))
+                        break
+                    except SideFailed as err:
+                        print(f"rep {rep + 1}: {err}; measured again ({attempt}/3)")
                 else:
-                    theirs.append(time_submitit(root / f"s{rep}", *shape))
+                    raise SystemExit("submitit failed three times in a row")
             print(f"rep {rep + 1}: noderun {ours[-1]:.2f} s  submitit {theirs[-1]:.2f} s")
         print(f"noderun stages of its last job:\n{stages(root / f'n{args.reps - 1}')}")
     paired = [o / t for o, t in zip(ours, theirs, strict=True)]

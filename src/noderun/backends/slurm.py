@@ -24,6 +24,7 @@ from noderun.backends.slurm_text import (
     JobRecord,
     JobState,
     format_table,
+    job_row_nodes_late,
     parse_labelled,
     parse_sacct_job,
     parse_sacct_rows,
@@ -319,7 +320,11 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
         state = job_state(job_id)
         seen = f"scontrol says {state.state}, exit code {state.exit_code}" if state else ""
         return f"accounting not available for job {job_id}: {error}\n{seen}\n".rstrip() + "\n"
-    note = "" if sacct_settled(rows, job_final) else " (some records were still arriving)"
+    notes = [] if sacct_settled(rows, job_final) else ["some records were still arriving"]
+    late = job_row_nodes_late(rows)
+    if late:
+        notes.append(f"slurmdbd had not recorded all the job's nodes yet: it ran on {late}")
+    note = f" ({'; '.join(notes)})" if notes else ""
     return f"sacct for job {job_id}{note}\n" + "\n".join(format_table(rows)) + "\n"
 
 

@@ -79,3 +79,49 @@ def tasks_per_node(text: str) -> list[int]:
             raise TopologyError(f"bad tasks-per-node value {text!r}", "check SLURM_TASKS_PER_NODE")
         counts.extend([int(match.group(1))] * int(match.group(2) or 1))
     return counts
+
+
+def compress_hostlist(hosts: list[str]) -> str:
+    """The short form of ``hosts`` (deduplicated, sorted): numbered hosts of one prefix and
+    zero padding become one bracket range, as SLURM writes them.
+
+    >>> compress_hostlist(["node2", "node1", "node3", "login", "gpu07", "gpu09", "node1"])
+    'gpu[07,09],login,node[1-3]'
+    >>> compress_hostlist(["n9", "n10", "n11"]), compress_hostlist(["g08", "g09", "g10"])
+    ('n[9-11]', 'g[08-10]')
+    """
+    by_prefix: dict[str, set[str]] = {}
+    parts: list[str] = []
+    for host in set(hosts):
+        match = re.fullmatch(r"(.*?)(\d+)", host)
+        if match is None:
+            parts.append(host)
+        else:
+            by_prefix.setdefault(match.group(1), set()).add(match.group(2))
+    for prefix, digits in by_prefix.items():
+        widths = {len(d) for d in digits if d.startswith("0") and len(d) > 1}
+        width = widths.pop() if len(widths) == 1 else 0
+        if all(d == str(int(d)).zfill(width) for d in digits):
+            parts.append(_bracket(prefix, sorted(int(d) for d in digits), width))
+        else:  # mixed padding: one group per digit count, as written
+            for size in {len(d) for d in digits}:
+                numbers = sorted(int(d) for d in digits if len(d) == size)
+                parts.append(_bracket(prefix, numbers, size))
+    return ",".join(sorted(parts))
+
+
+def _bracket(prefix: str, numbers: list[int], width: int) -> str:
+    """``node``, [1, 2, 3, 5], 0 -> ``node[1-3,5]``; a single number needs no brackets."""
+    if len(numbers) == 1:
+        return f"{prefix}{str(numbers[0]).zfill(width)}"
+    ranges: list[str] = []
+    start = previous = numbers[0]
+    for number in [*numbers[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        first, last = str(start).zfill(width), str(previous).zfill(width)
+        ranges.append(first if start == previous else f"{first}-{last}")
+        if number is not None:
+            start = previous = number
+    return f"{prefix}[{','.join(ranges)}]"

@@ -13,7 +13,13 @@ from noderun.explain.sources import run_dirs_of_job
 from noderun.verify.evidence import RunEvidence, load_evidence, number, require_run_dir
 from noderun.verify.model import Expectations, Report, Status, failed, skipped
 from noderun.verify.run_checks import RUN_DIR_CHECKS
-from noderun.verify.slurm_checks import SLURM_CHECKS, is_slurm_run, job_id_of, summary_rows
+from noderun.verify.slurm_checks import (
+    SLURM_CHECKS,
+    is_slurm_run,
+    job_id_of,
+    job_nodes,
+    summary_rows,
+)
 
 _JOB_ID = re.compile(r"^\d+$")
 _RUN_DIR_HINT = "pass a run directory (runs/<name>-…) or a SLURM job id"
@@ -118,7 +124,7 @@ def slurm_facts(ev: RunEvidence) -> dict[str, Any]:
         out.update(
             {
                 "slurm_state": job.get("State"),
-                "slurm_nodes": job.get("NodeList"),
+                "slurm_nodes": job_nodes(rows, job),
                 "slurm_elapsed": job.get("Elapsed"),
             }
         )
