@@ -142,3 +142,27 @@ def take_lock(run_dir: Path) -> None:
 def release_lock(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
         (run_dir / LOCK).unlink()
+
+
+FOLLOWED = ".followed"  # touched by a `submit --wait` following the job, while it follows
+FOLLOW_FRESH = 10.0  # seconds: an older mark is a follower that died
+
+
+def mark_followed(run_dir: Path) -> None:
+    """Say (again) that a `submit --wait` follows this run and writes its accounting."""
+    with contextlib.suppress(OSError):
+        (run_dir / FOLLOWED).touch()
+
+
+def unmark_followed(run_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (run_dir / FOLLOWED).unlink()
+
+
+def followed(run_dir: Path, now: float | None = None) -> bool:
+    """True while a live follower marks the run (its mark is under ``FOLLOW_FRESH`` s old)."""
+    try:
+        age = (time.time() if now is None else now) - (run_dir / FOLLOWED).stat().st_mtime
+    except OSError:
+        return False
+    return age < FOLLOW_FRESH

@@ -79,6 +79,14 @@ def test_a_running_step_is_not_settled() -> None:
     assert not sacct_settled(rows, job_final=False)
 
 
+def test_a_job_that_ran_no_step_has_none_to_wait_for() -> None:
+    """One node in torchrun mode: torchrun on the batch host, no srun step record to come."""
+    rows = parse_sacct_rows("JobID|JobName|State\n4|j|RUNNING\n4.batch|batch|RUNNING\n")
+    assert not sacct_settled(rows, job_final=False)
+    assert sacct_settled(rows, job_final=False, steps_run=False)
+    assert not sacct_settled(rows, job_final=True, steps_run=False)
+
+
 def test_a_job_row_with_only_the_batch_host_is_named_not_waited_for(tmp_path: Path) -> None:
     """slurmdbd held a finished 2-node job's record with NodeList node1 (the batch host) for
     0.8-4.8 s on the lab; verify once reported the job ran on node1 alone. Waiting for the

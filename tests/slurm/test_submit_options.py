@@ -4,12 +4,14 @@ real lab: first-class flags, --sbatch-arg pass-through, and the [submit] table o
 from __future__ import annotations
 
 import secrets
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, noderun
+from noderun import rundir
+from tests.conftest import SCRIPTS, noderun, start_noderun
 from tests.slurm.lab import job_id_of, require_lab, wait
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -36,6 +38,39 @@ def test_exclusive_and_a_passed_through_option_reach_slurm(tmp_path: Path) -> No
     assert f"Comment={mark}" in shown and "MailType=END" in shown
     assert "OverSubscribe=NO" in shown  # what --exclusive sets
     assert wait(job_id).state == "COMPLETED"
+    # nobody follows this job: its launcher wrote the accounting before the job ended
+    assert f"{job_id}.0" in (tmp_path / "run" / "sacct_summary.txt").read_text()
+    assert not (tmp_path / "run" / rundir.FOLLOWED).exists()
+
+
+def test_a_follower_that_stops_leaves_the_accounting_to_the_launcher(tmp_path: Path) -> None:
+    """`submit --wait` marks the run as followed (the launcher then leaves the accounting to it,
+    so the job ends sooner); Ctrl-C takes the mark back and the launcher writes it itself."""
+    require_lab()
+    script = tmp_path / "sleeper.py"
+    script.write_text("import time\ntime.sleep(6)\nprint('slept', flush=True)\n")
+    run_dir = tmp_path / "run"
+    follower = start_noderun(
+        ["submit", "--wait", "--nodes", "1", "--nproc-per-node", "1", "--time", "5",
+         "--run-dir", str(run_dir), str(script)]
+    )  # fmt: skip
+    assert follower.stdout is not None
+    said = []
+    for line in follower.stdout:
+        said.append(line)
+        if "RUNNING" in line:
+            break
+    assert (run_dir / rundir.FOLLOWED).exists(), "".join(said)
+    follower.send_signal(signal.SIGINT)
+    rest, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 130, "".join(said) + rest
+    assert "stopped following job" in rest
+    assert not (run_dir / rundir.FOLLOWED).exists()
+    job_id = job_id_of("".join(said))
+    assert wait(job_id).state == "COMPLETED"
+    summary = (run_dir / "sacct_summary.txt").read_text()
+    # one node in torchrun mode runs no srun step: nothing to wait for (it waited 15 s for one)
+    assert f"{job_id}.batch" in summary and "still arriving" not in summary, summary
 
 
 def test_submit_table_of_noderun_toml_sets_cluster_defaults(tmp_path: Path) -> None:

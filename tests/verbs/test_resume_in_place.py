@@ -115,3 +115,14 @@ def test_attempt_lines_say_how_each_attempt_ended() -> None:
         "attempt 2: completed",
     ]
     assert rundir.attempt_lines({"status": "completed"}) == []
+
+
+def test_a_follow_mark_is_fresh_only_while_the_follower_renews_it(tmp_path: Path) -> None:
+    """The launcher leaves the accounting to a `submit --wait` only while its mark is fresh."""
+    assert not rundir.followed(tmp_path)
+    rundir.mark_followed(tmp_path)
+    stamped = (tmp_path / rundir.FOLLOWED).stat().st_mtime
+    assert rundir.followed(tmp_path, now=stamped + 1)
+    assert not rundir.followed(tmp_path, now=stamped + rundir.FOLLOW_FRESH + 1)  # follower died
+    rundir.unmark_followed(tmp_path)
+    assert not rundir.followed(tmp_path, now=stamped + 1)

@@ -305,14 +305,20 @@ def _sacct_rows(job_id: str) -> tuple[list[list[str]] | None, str]:
     return parse_sacct_rows(result.stdout), ""
 
 
-def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
+def sacct_summary(
+    job_id: str, job_final: bool, timeout: float = 15.0, steps_run: bool = True
+) -> str:
     """A fixed-width table of the job's and steps' states, or a note that sacct is missing."""
     if shutil.which("sacct") is None:
         return f"accounting not available for job {job_id}: `sacct` is not installed here\n"
     deadline = time.monotonic() + timeout
     rows, error = _sacct_rows(job_id)
     pause = 0.05  # records reach slurmdbd asynchronously, usually within a few tenths
-    while rows is not None and not sacct_settled(rows, job_final) and time.monotonic() < deadline:
+    while (
+        rows is not None
+        and not sacct_settled(rows, job_final, steps_run)
+        and time.monotonic() < deadline
+    ):
         time.sleep(pause)
         pause = min(pause * 1.5, 0.5)
         rows, error = _sacct_rows(job_id)
@@ -320,7 +326,8 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
         state = job_state(job_id)
         seen = f"scontrol says {state.state}, exit code {state.exit_code}" if state else ""
         return f"accounting not available for job {job_id}: {error}\n{seen}\n".rstrip() + "\n"
-    notes = [] if sacct_settled(rows, job_final) else ["some records were still arriving"]
+    settled = sacct_settled(rows, job_final, steps_run)
+    notes = [] if settled else ["some records were still arriving"]
     late = job_row_nodes_late(rows)
     if late:
         notes.append(f"slurmdbd had not recorded all the job's nodes yet: it ran on {late}")
@@ -328,9 +335,11 @@ def sacct_summary(job_id: str, job_final: bool, timeout: float = 15.0) -> str:
     return f"sacct for job {job_id}{note}\n" + "\n".join(format_table(rows)) + "\n"
 
 
-def write_sacct_summary(run_dir: Path, job_id: str, job_final: bool) -> Path:
+def write_sacct_summary(
+    run_dir: Path, job_id: str, job_final: bool, steps_run: bool = True
+) -> Path:
     path = run_dir / SACCT_SUMMARY
-    atomic.write_text(path, sacct_summary(job_id, job_final), durable=False)
+    atomic.write_text(path, sacct_summary(job_id, job_final, steps_run=steps_run), durable=False)
     return path
 
 

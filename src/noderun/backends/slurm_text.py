@@ -177,8 +177,10 @@ def parse_sacct_rows(text: str) -> list[list[str]]:
     return [line.split("|") for line in text.splitlines() if line.strip()]
 
 
-def sacct_settled(rows: list[list[str]], job_final: bool) -> bool:
+def sacct_settled(rows: list[list[str]], job_final: bool, steps_run: bool = True) -> bool:
     """True once the records we care about are final: the steps, and the job when it ended.
+    ``steps_run`` False: the launcher ran no srun step (one node, torchrun on the batch
+    host), so there is no step record to wait for while the job runs.
 
     The job row's NodeList is not waited for: slurmdbd may hold it with only the batch host
     for seconds after the job ended (0.8-4.8 s on the lab, cf. reframe-hpc/reframe#2567);
@@ -187,6 +189,8 @@ def sacct_settled(rows: list[list[str]], job_final: bool) -> bool:
     if not body:
         return False
     steps = [r for r in body if "." in r[0] and r[0].split(".")[1][:1].isdigit()]
+    if not job_final and not steps_run:
+        return True
     wanted = body if job_final else steps
     return bool(wanted) and all(state_status(r[2]) in FINAL for r in wanted)
 

@@ -221,8 +221,11 @@ def main(
     lookup.join()
     record["versions"] = versions or _versions()
     rundir.write_json_atomic(run_json, record)
-    write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False)
-    timeline.stamp(step.run_dir, "accounting_written", "launcher")
+    if not rundir.followed(step.run_dir):  # else `submit --wait` writes it once the job ended
+        write_sacct_summary(
+            step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=not direct
+        )
+        timeline.stamp(step.run_dir, "accounting_written", "launcher")
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
     return outcome.exit_code

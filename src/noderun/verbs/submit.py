@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from noderun import rundir, timeline
@@ -276,9 +277,15 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
     run.json gets the job's whole timeline, from ``since`` (this command's start)."""
     console = run_dir / "logs" / f"slurm-{job_id}.out"
     offset = 0
+    marked = 0.0
 
     def copy_console() -> None:
-        nonlocal offset
+        nonlocal offset, marked
+        if time.monotonic() - marked > rundir.FOLLOW_FRESH / 4:
+            # the job's launcher leaves the accounting to this command (it lands after the job
+            # ended, not before: the job, and so this wait, ends sooner)
+            rundir.mark_followed(run_dir)
+            marked = time.monotonic()
         try:
             with open(console, "rb") as handle:
                 handle.seek(offset)
@@ -301,6 +308,7 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
             job_id, on_change=changed, on_poll=copy_console, ending=_Ending(run_dir)
         )
     except KeyboardInterrupt:
+        rundir.unmark_followed(run_dir)  # the launcher writes the accounting itself
         print(
             f"noderun: stopped following job {job_id}; it keeps running "
             f"(`scancel {job_id}` stops it); run dir {run_dir}",
@@ -322,6 +330,7 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
         flush=True,
     )
     slurm.write_sacct_summary(run_dir, job_id, job_final=True)
+    rundir.unmark_followed(run_dir)
     timeline.stamp(run_dir, "accounting_written", "submit")
     if since:
         record["timeline"] = timeline.gather(run_dir, since)
