@@ -70,6 +70,23 @@ def time_submitit(folder: Path, nodes: int, tasks: int) -> float:
     return elapsed
 
 
+def settle(timeout: float = 60.0) -> None:
+    """Wait until the lab runs no job and no node is still completing one. submitit returns
+    once its result file exists, before its job has ended; without this, the job submitted
+    next waited for the nodes that job still held (measured: 1-1.5 s more for noderun after
+    a submitit job than after its own), queue time the docstring says counts for neither."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip()
+        states = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True
+        ).stdout.split()
+        if not jobs and states and all(state == "idle" for state in states):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"the lab did not settle within {timeout:.0f} s (squeue, sinfo)")
+
+
 def time_noderun(run_dir: Path, nodes: int, tasks: int) -> float:
     command = [
         PY, "-m", "noderun", "submit", "--mode", "srun", f"--nodes={nodes}",
@@ -106,11 +123,13 @@ def main() -> None:
         shape = (args.nodes, args.tasks_per_node)
         for rep in range(args.reps):
             for side in ("noderun", "submitit") if rep % 2 == 0 else ("submitit", "noderun"):
+                settle()
                 if side == "noderun":
                     ours.append(time_noderun(root / f"n{rep}", *shape))
                     continue
                 for attempt in range(1, 4):
                     try:
+                        settle()
                         theirs.append(time_submitit(root / f"s{rep}-{attempt}", *shape))
                         break
                     except SideFailed as err:

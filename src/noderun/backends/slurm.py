@@ -246,6 +246,9 @@ def run_step(
     return StepOutput(done.returncode, done.stdout + done.stderr)
 
 
+RUNNING_POLL = 1.0  # seconds between scontrol polls of a running job whose end is announced
+
+
 def wait_for_job(
     job_id: str,
     poll: float = 0.1,
@@ -260,7 +263,10 @@ def wait_for_job(
     job is seen to end at once, a long one costs slurmctld little); once ``ending()`` says
     the job is about to end (its launcher wrote the final run.json), it is ``poll / 2``.
     ``ending()`` (a local file check, no slurmctld call) is asked every ``poll / 2`` while
-    waiting, so the end is seen within ``poll`` however long the interval has grown."""
+    waiting, so the end is seen within ``poll`` however long the interval has grown; with it,
+    a running job is polled every ``RUNNING_POLL`` s or more (scontrol is only needed for an
+    end the launcher cannot announce: scancel, a time limit, a lost node), which keeps ~10
+    scontrol processes a second out of the first seconds of a short job's ranks' CPU."""
     last: str | None = None
     missing_since: float | None = None
     interval = poll
@@ -283,6 +289,8 @@ def wait_for_job(
                 return state
         soon = ending is not None and ending()
         interval = poll / 2 if soon else min(interval * 1.1, max_poll)
+        if ending is not None and not soon and last == "RUNNING":
+            interval = max(interval, min(RUNNING_POLL, max_poll))
         _nap(interval, None if soon else ending, poll / 2)
 
 
