@@ -6,12 +6,13 @@ from __future__ import annotations
 import secrets
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from noderun import rundir
-from tests.conftest import SCRIPTS, noderun, start_noderun
+from tests.conftest import SCRIPTS, clean_env, noderun
 from tests.slurm.lab import job_id_of, require_lab, wait
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -50,9 +51,16 @@ def test_a_follower_that_stops_leaves_the_accounting_to_the_launcher(tmp_path: P
     script = tmp_path / "sleeper.py"
     script.write_text("import time\ntime.sleep(6)\nprint('slept', flush=True)\n")
     run_dir = tmp_path / "run"
-    follower = start_noderun(
-        ["submit", "--wait", "--nodes", "1", "--nproc-per-node", "1", "--time", "5",
-         "--run-dir", str(run_dir), str(script)]
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "noderun", "submit", "--wait", "--nodes", "1",
+         "--nproc-per-node", "1", "--time", "5", "--run-dir", str(run_dir), str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=clean_env(),
+        # Ctrl-C as at a terminal: a suite started in the background (`make test &`) inherits
+        # SIGINT ignored, and Python then raises no KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     assert follower.stdout is not None
     said = []
