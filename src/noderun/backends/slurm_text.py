@@ -177,6 +177,11 @@ def parse_sacct_rows(text: str) -> list[list[str]]:
     return [line.split("|") for line in text.splitlines() if line.strip()]
 
 
+def is_step(job_id: str) -> bool:
+    """A numbered srun step (``7.0``), not the job (``7``) nor ``7.batch``/``7.extern``."""
+    return "." in job_id and job_id.split(".")[1][:1].isdigit()
+
+
 def sacct_settled(rows: list[list[str]], job_final: bool, steps_run: bool = True) -> bool:
     """True once the records we care about are final: the steps, and the job when it ended.
     ``steps_run`` False: the launcher ran no srun step (one node, torchrun on the batch
@@ -188,11 +193,23 @@ def sacct_settled(rows: list[list[str]], job_final: bool, steps_run: bool = True
     body = rows[1:]
     if not body:
         return False
-    steps = [r for r in body if "." in r[0] and r[0].split(".")[1][:1].isdigit()]
     if not job_final and not steps_run:
         return True
-    wanted = body if job_final else steps
+    wanted = body if job_final else [r for r in body if is_step(r[0])]
     return bool(wanted) and all(state_status(r[2]) in FINAL for r in wanted)
+
+
+def nodes_with_steps(job_nodes: str, step_nodes: list[str]) -> tuple[str, bool]:
+    """The job's nodes as its row's NodeList joined with its steps' (compressed), and whether
+    the row lacked some of them (slurmdbd's late job record). Raises TopologyError."""
+    listed = set(expand_hostlist(job_nodes))
+    stepped = {
+        host
+        for text in step_nodes
+        if text not in ("", "None assigned")
+        for host in expand_hostlist(text)
+    }
+    return compress_hostlist(sorted(listed | stepped)), not stepped <= listed
 
 
 def job_row_nodes_late(rows: list[list[str]]) -> str | None:
@@ -205,16 +222,10 @@ def job_row_nodes_late(rows: list[list[str]]) -> str | None:
     if not job:
         return None
     try:
-        job_nodes = set(expand_hostlist(job[0][at]))
-        step_nodes = {
-            host
-            for r in body
-            if "." in r[0] and len(r) > at and r[at] not in ("", "None assigned")
-            for host in expand_hostlist(r[at])
-        }
+        nodes, late = nodes_with_steps(job[0][at], [r[at] for r in body if is_step(r[0])])
     except TopologyError:
         return None  # a node list we cannot read: nothing to say about it
-    return None if step_nodes <= job_nodes else compress_hostlist(sorted(job_nodes | step_nodes))
+    return nodes if late else None
 
 
 def format_table(rows: list[list[str]]) -> list[str]:

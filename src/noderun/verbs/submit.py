@@ -280,12 +280,7 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
     marked = 0.0
 
     def copy_console() -> None:
-        nonlocal offset, marked
-        if time.monotonic() - marked > rundir.FOLLOW_FRESH / 4:
-            # the job's launcher leaves the accounting to this command (it lands after the job
-            # ended, not before: the job, and so this wait, ends sooner)
-            rundir.mark_followed(run_dir)
-            marked = time.monotonic()
+        nonlocal offset
         try:
             with open(console, "rb") as handle:
                 handle.seek(offset)
@@ -303,9 +298,18 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
         reason = f" ({state.reason})" if state.reason not in ("", "None") else ""
         print(f"noderun: job {job_id} {state.state}{reason}", file=sys.stderr, flush=True)
 
+    def on_poll() -> None:
+        nonlocal marked
+        if time.monotonic() - marked > rundir.FOLLOW_FRESH / 4:
+            # the job's launcher leaves the accounting to this command (it lands after the job
+            # ended, not before: the job, and so this wait, ends sooner)
+            rundir.mark_followed(run_dir)
+            marked = time.monotonic()
+        copy_console()
+
     try:
         final = slurm.wait_for_job(
-            job_id, on_change=changed, on_poll=copy_console, ending=_Ending(run_dir)
+            job_id, on_change=changed, on_poll=on_poll, ending=_Ending(run_dir)
         )
     except KeyboardInterrupt:
         rundir.unmark_followed(run_dir)  # the launcher writes the accounting itself

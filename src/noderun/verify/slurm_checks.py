@@ -6,9 +6,8 @@ from pathlib import Path
 
 from noderun.backends import slurm
 from noderun.backends.slurm import SACCT_SUMMARY
-from noderun.backends.slurm_text import JobState, parse_table
+from noderun.backends.slurm_text import JobState, is_step, nodes_with_steps, parse_table
 from noderun.errors import TopologyError
-from noderun.topology.hostlist import compress_hostlist, expand_hostlist
 from noderun.verify.evidence import RunEvidence
 from noderun.verify.model import Check, Expectations, failed, passed, warned
 
@@ -35,15 +34,13 @@ def summary_rows(path: Path) -> list[dict[str, str]]:
 def job_nodes(rows: list[dict[str, str]], job: dict[str, str]) -> str:
     """The job's nodes: its row's NodeList with its steps' (slurmdbd can hold the job row with
     only the batch host for a while after the job ended; the steps' records are not late)."""
-    lists = [job.get("NodeList", "")] + [
+    steps = [
         r.get("NodeList", "")
         for r in rows
-        if r.get("JobID", "").startswith(f"{job.get('JobID')}.")
-        and r.get("JobID", "").split(".")[1][:1].isdigit()
-        and r.get("NodeList") not in (None, "", "None assigned")
+        if r.get("JobID", "").startswith(f"{job.get('JobID')}.") and is_step(r.get("JobID", ""))
     ]
     try:
-        return compress_hostlist([host for text in lists for host in expand_hostlist(text)])
+        return nodes_with_steps(job.get("NodeList", ""), steps)[0]
     except TopologyError:
         return job.get("NodeList", "")
 
