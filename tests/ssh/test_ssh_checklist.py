@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from noderun.backends.ports import free_port
+from noderun.backends.ports import free_port, port_in_use
 from tests.conftest import ROOT, noderun, processes_running
 from tests.ssh.lab import PRIVATE, SshLab
 
@@ -104,6 +104,8 @@ def test_doctor_on_nodes_started_by_hand_gives_every_node_the_whole_table(
     node 1 first: both print both nodes' checks, the odd script and the missing path named."""
     script, data = _differing_script_and_data(ssh_lab, tmp_path.name)
     port = free_port()
+    while port_in_use(port + 1):  # the doctor of hand-started nodes also takes port + 1
+        port = free_port()
 
     def on_host(host: str, rank: int) -> subprocess.Popen[str]:
         command = shlex.join(
