@@ -222,10 +222,15 @@ def test_a_commit_queued_behind_a_slow_one_lands_after_it(
     assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0002"]
 
 
-def test_snapshot_only_small_plain_cpu_state() -> None:
-    assert checkpoint._snapshot({"w": torch.ones(2), "n": 3, "t": (1, "a")}) is not None
-    assert checkpoint._snapshot({"w": nn.Parameter(torch.ones(2))}) is None
-    assert checkpoint._snapshot({"f": lambda: 0}) is None  # not plainly copyable
+def test_only_small_plain_cpu_state_is_serialized_in_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert checkpoint._small_on_cpu({"w": torch.ones(2), "n": 3, "t": (1, "a")})
+    assert not checkpoint._small_on_cpu({"w": nn.Parameter(torch.ones(2))})
+    assert not checkpoint._small_on_cpu({"f": lambda: 0})  # not plain data
+    monkeypatch.setattr(checkpoint, "SNAPSHOT_BYTES", 8)
+    assert checkpoint._small_on_cpu({"a": torch.ones(1), "b": torch.ones(1)})  # 8 bytes in all
+    assert not checkpoint._small_on_cpu({"a": torch.ones(2), "b": torch.ones(1)})
 
 
 @pytest.mark.parametrize("kind", [str, Path])
@@ -239,3 +244,17 @@ def test_public_functions_take_str_and_pathlike(tmp_path: Path, kind: type) -> N
     assert torch.equal(public.load(kind(saved))["model"]["w"], torch.ones(2))
     assert public.resolve("auto", kind(tmp_path)) == saved
     assert public.resolve(kind(saved), kind(tmp_path)) == saved
+
+
+def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    weights = model.state_dict()
+    state = {"model": weights, "tied": [weights["0.weight"], weights["0.weight"]]}
+    saved = checkpoint.read_full(checkpoint.save_async(state, tmp_path, "epoch-0001").wait())
+    assert saved["model"]._metadata["1"]["version"] == 2  # BatchNorm's state_dict version
+    assert (
+        saved["tied"][0].data_ptr()
+        == saved["tied"][1].data_ptr()
+        == (saved["model"]["0.weight"].data_ptr())
+    )
+    model.load_state_dict(saved["model"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pytest
 import torch
 
 from noderun import checkpoint
+from noderun.errors import UsageError
 from noderun.runtime.context import Context, init
-from noderun.runtime.loop import TrainingLoop
+from noderun.runtime.loop import MIN_SEC_ENV, TrainingLoop
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def test_two_epochs_write_mean_rows_and_a_checkpoint_each(ctx: Context) -> None:
 
 def test_resume_auto_skips_done_epochs_and_mid_epoch_batches(ctx: Context) -> None:
     model, optimizer = _model()
-    with TrainingLoop(ctx, model, optimizer, checkpoint_every=2) as loop:
+    with TrainingLoop(ctx, model, optimizer, checkpoint_every=2, checkpoint_min_sec=0) as loop:
         for _ in loop.epochs(3):
             for batch in loop.steps([1.0, 2.0, 3.0, 4.0, 5.0]):
                 loop.log(1, train_loss=batch)
@@ -79,6 +81,79 @@ def test_resume_auto_skips_done_epochs_and_mid_epoch_batches(ctx: Context) -> No
         row = loop.end_epoch()
     assert left == [5.0]
     assert row["train_loss"] == pytest.approx(3.0)  # (1+2+3+4) saved, 5 now: mean of 1..5
+
+
+def _quick_epochs(loop: TrainingLoop, total: int, fail_after: int = 0) -> None:
+    for epoch in loop.epochs(total):
+        for batch in loop.steps([1.0, 2.0]):
+            loop.log(1, train_loss=batch)
+        loop.end_epoch()
+        if epoch == fail_after:
+            raise ValueError("the user's script failed")
+
+
+def _tags(ctx: Context) -> list[str]:
+    return [p.name for p in checkpoint.checkpoints(ctx.run_dir / "checkpoints")]
+
+
+def _wait_for_tags(ctx: Context, expected: list[str]) -> None:
+    deadline = time.monotonic() + 10
+    while _tags(ctx) != expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _tags(ctx) == expected
+
+
+def test_quick_epochs_are_written_once_per_min_sec_and_the_last_at_close(ctx: Context) -> None:
+    model, optimizer = _model()
+    with TrainingLoop(ctx, model, optimizer, keep=0, checkpoint_min_sec=30) as loop:
+        _quick_epochs(loop, 4)
+        _wait_for_tags(ctx, ["epoch-0001"])  # written at once: the first
+        time.sleep(0.3)
+        assert _tags(ctx) == ["epoch-0001"]  # 2 and 3 gave way to a newer one, 4 waits
+    assert _tags(ctx) == ["epoch-0001", "epoch-0004"]
+    assert len(_rows(ctx)) == 4  # every epoch still has its metrics row
+    again, optimizer = _model()
+    with TrainingLoop(ctx, again, optimizer, resume="auto") as loop:
+        assert loop.start.epoch == 4 and torch.equal(again.weight, model.weight)
+
+
+def test_a_waiting_checkpoint_is_written_when_its_turn_comes(ctx: Context) -> None:
+    model, optimizer = _model()
+    with TrainingLoop(ctx, model, optimizer, keep=0, checkpoint_min_sec=0.4) as loop:
+        began = time.monotonic()
+        _quick_epochs(loop, 2)
+        _wait_for_tags(ctx, ["epoch-0001"])
+        _wait_for_tags(ctx, ["epoch-0001", "epoch-0002"])  # nothing else saves: its own turn
+        assert time.monotonic() - began >= 0.4
+
+
+def test_an_exception_still_writes_the_newest_checkpoint(ctx: Context) -> None:
+    model, optimizer = _model()
+    with pytest.raises(ValueError, match="script failed"):
+        with TrainingLoop(ctx, model, optimizer, keep=0, checkpoint_min_sec=30) as loop:
+            _quick_epochs(loop, 5, fail_after=3)
+    assert _tags(ctx) == ["epoch-0001", "epoch-0003"]
+
+
+def test_min_sec_zero_from_the_environment_writes_every_epoch(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MIN_SEC_ENV, "0")
+    model, optimizer = _model()
+    with TrainingLoop(ctx, model, optimizer, keep=0) as loop:
+        _quick_epochs(loop, 3)
+    assert _tags(ctx) == ["epoch-0001", "epoch-0002", "epoch-0003"]
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "nan"])
+def test_a_bad_min_sec_in_the_environment_is_one_clear_error(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv(MIN_SEC_ENV, raw)
+    model, optimizer = _model()
+    with pytest.raises(UsageError, match=f"{MIN_SEC_ENV}=.* is not a number of seconds"):
+        TrainingLoop(ctx, model, optimizer)
+    assert not (ctx.run_dir / "checkpoints").exists()
 
 
 def test_end_epoch_before_steps_is_a_clear_error(ctx: Context) -> None:

@@ -130,6 +130,7 @@ def test_sigkill_during_checkpoint_write_leaves_previous_and_resume_uses_it(
     proc = start_noderun(
         [*TWO_NODES, "--run-dir", str(crashed), SCRIPT, *SMALL],
         NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:120",
+        NODERUN_CHECKPOINT_MIN_SEC="0",  # every epoch's checkpoint is written: epoch 2's too
     )
     try:
         victim = rank_process(crashed, 0)
@@ -182,6 +183,7 @@ def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
     proc = start_noderun(
         argv,
         NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:4",  # both attempts pause there; one is hit
+        NODERUN_CHECKPOINT_MIN_SEC="0",
     )
     try:
         victim = rank_process(restarted, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -149,16 +150,30 @@ def sbatch(script: Path) -> str:
     return job_id
 
 
-def sbatch_test(script_text: str) -> str:
+def sbatch_test(script_text: str, meanwhile: Callable[[], object] | None = None) -> str:
     """``sbatch --test-only`` of the script (read from stdin: nothing is written or queued);
-    sbatch's words on success, its refusal as a one-line UsageError."""
-    result = subprocess.run(
-        [require_command("sbatch"), "--test-only"],
-        input=script_text,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    sbatch's words on success, its refusal as a one-line UsageError. ``meanwhile()`` runs
+    while sbatch works (the checks of sinfo's answers: the two round trips overlap); what it
+    raises comes first."""
+    argv = [require_command("sbatch"), "--test-only"]
+    outcome: list[subprocess.CompletedProcess[str] | BaseException] = []
+
+    def test() -> None:
+        try:
+            outcome.append(
+                subprocess.run(argv, input=script_text, capture_output=True, text=True, timeout=60)
+            )
+        except BaseException as err:  # surfaced below, in the caller's thread
+            outcome.append(err)
+
+    worker = threading.Thread(target=test, name="noderun-sbatch-test-only", daemon=True)
+    worker.start()
+    if meanwhile is not None:
+        meanwhile()
+    worker.join()
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
     said = _first_line(result.stderr or result.stdout).removeprefix("sbatch: error: ")
     if result.returncode != 0:
         raise UsageError(

@@ -18,11 +18,13 @@ exit 75), one metrics.csv row and one checkpoint per epoch (``MetricsLogger``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
+from noderun.errors import UsageError
 from noderun.runtime.metrics import EpochTimer, MetricsLogger
 from noderun.runtime.preemption import Preemption
 from noderun.runtime.progress import EpochProgress
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from noderun.runtime.context import Context
 
 T = TypeVar("T")
+MIN_SEC_ENV = "NODERUN_CHECKPOINT_MIN_SEC"
+DEFAULT_MIN_SEC = 1.0
 # key of the running means in a mid-epoch checkpoint's ``extra``
 PARTIAL_KEY = "noderun_loop"
 
@@ -42,6 +46,14 @@ class TrainingLoop:
     ``metrics`` names the extra metrics.csv columns ``end_epoch`` will be given (the
     timer's columns and whatever ``log`` averages are always there); ``checkpoint_every``
     also checkpoints every that many steps inside an epoch (0: only at epoch ends).
+
+    Every epoch end (and step checkpoint) takes a checkpoint; they are written at most one
+    per ``checkpoint_min_sec`` (default 1 s, or ``NODERUN_CHECKPOINT_MIN_SEC``): one taken
+    sooner waits for its turn in the background and gives way to a newer one. Epochs of a
+    second or more are each written as before; sub-second epochs do not pay a
+    serialization, fsyncs and a rename each. The newest is written at once on close,
+    preemption and exit (an exception included); only a killed process (SIGKILL, a lost
+    node) can lose up to that much more training than with a write per epoch. 0: write each.
     """
 
     def __init__(
@@ -57,12 +69,17 @@ class TrainingLoop:
         tensorboard: bool = False,
         checkpoint_every: int = 0,
         requeue: bool | None = None,
+        checkpoint_min_sec: float | None = None,
     ) -> None:
         self.ctx = ctx
         self.model = model
         self.checkpoint_every = checkpoint_every
         self.preemption = Preemption(ctx, requeue=requeue).__enter__()
-        self.checkpointer = Checkpointer(ctx, model, optimizer, scheduler, keep=keep)
+        if checkpoint_min_sec is None:
+            checkpoint_min_sec = min_sec_from_env()
+        self.checkpointer = Checkpointer(
+            ctx, model, optimizer, scheduler, keep=keep, min_commit_sec=checkpoint_min_sec
+        )
         # before anything is written: a bad --resume changes nothing
         self.start = self.checkpointer.resume(resume)
         self._columns = list(metrics)
@@ -159,3 +176,20 @@ class TrainingLoop:
                 resume_after_epoch=self.start.epoch,  # rows past the checkpoint are redone
             )
         return self._metrics
+
+
+def min_sec_from_env() -> float:
+    """``NODERUN_CHECKPOINT_MIN_SEC`` as seconds (>= 0), else the default; bad: UsageError."""
+    raw = os.environ.get(MIN_SEC_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MIN_SEC
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise UsageError(
+            f"{MIN_SEC_ENV}={raw!r} is not a number of seconds",
+            f"set it to 0 (write every checkpoint) or more, or unset it ({DEFAULT_MIN_SEC} s)",
+        )
+    return value

@@ -77,6 +77,7 @@ class Checkpointer:
         *,
         keep: int = 3,
         directory: Path | None = None,
+        min_commit_sec: float = 0.0,
     ) -> None:
         self.ctx = ctx
         self.model = model
@@ -91,6 +92,8 @@ class Checkpointer:
         self._pending_rng: dict[str, Any] | None = None
         self._pending: checkpoint.PendingCommit | None = None
         self._gather = RankStateGather(ctx)
+        # full checkpoints taken sooner than this after the last commit wait, newest wins
+        self._pacer = checkpoint.CommitPacer(min_commit_sec) if min_commit_sec > 0 else None
         atexit.register(self.wait)  # runs before init()'s shutdown: atexit is last-in, first-out
 
     def save(
@@ -102,7 +105,10 @@ class Checkpointer:
         fsynced); rank 0's fsync, rename and ``.complete`` marker finish in the background
         unless ``wait`` (use it before exiting, e.g. on preemption). A full checkpoint's
         commit queues behind the previous one (commits stay in order, at most two in flight);
-        otherwise, and before a resume, the previous commit is waited for first.
+        otherwise, and before a resume, the previous commit is waited for first. With
+        ``min_commit_sec``, a full checkpoint taken within that time of the last commit waits
+        for its turn and is dropped if a newer one comes first: the returned path may then
+        never exist; ``wait`` (and ``wait()``, close, exit) commits the newest at once.
         """
         with profiling.phase("checkpoint"):
             return self._save(position, extra, wait)
@@ -151,8 +157,18 @@ class Checkpointer:
                 checkpoint.torch_save_durably(ranks, tmp / checkpoint.RANKS_FILE)
 
             self._pending = checkpoint.save_async(
-                trainer, self.directory, position.tag, self.keep, meta, write_ranks, previous
+                trainer,
+                self.directory,
+                position.tag,
+                self.keep,
+                meta,
+                write_ranks,
+                previous,
+                self._pacer,
+                on_drop=collect,  # the gather still completes
             )
+            if previous is not None and self._pacer is not None:
+                self._pacer.supersede(previous, self._pending)
         if wait:
             self.wait()
             self.ctx.barrier()  # no rank exits (the launcher would stop rank 0) before it is done

@@ -221,16 +221,17 @@ def job_alive(job_id: str) -> bool:
 def main(args: argparse.Namespace) -> int:
     plan = build_request(args).materialize()
     request = plan.request
+    checks = (lambda: check_cluster(request)) if shutil.which("sinfo") else None
     if args.dry_run:
-        if shutil.which("sinfo"):
-            check_cluster(request)
         if shutil.which("sbatch"):
-            slurm.sbatch_test(str(plan))
+            slurm.sbatch_test(str(plan), meanwhile=checks)
+        elif checks is not None:
+            checks()
         sys.stdout.write(plan.dry_run_text())
         return 0
     slurm.require_command("sbatch")
-    check_cluster(request)
-    slurm.sbatch_test(str(plan))  # a request SLURM would refuse: one line, nothing submitted
+    # a request SLURM would refuse: one line, nothing submitted (sinfo's checks first)
+    slurm.sbatch_test(str(plan), meanwhile=lambda: check_cluster(request))
     created = not request.run_dir.exists()
     try:
         job_id = slurm.sbatch(write_job(plan))
