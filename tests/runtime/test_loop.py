@@ -129,9 +129,11 @@ def test_a_waiting_checkpoint_is_written_when_its_turn_comes(ctx: Context) -> No
 
 def test_an_exception_still_writes_the_newest_checkpoint(ctx: Context) -> None:
     model, optimizer = _model()
-    with pytest.raises(ValueError, match="script failed"):
-        with TrainingLoop(ctx, model, optimizer, keep=0, checkpoint_min_sec=30) as loop:
-            _quick_epochs(loop, 5, fail_after=3)
+    with (
+        pytest.raises(ValueError, match="script failed"),
+        TrainingLoop(ctx, model, optimizer, keep=0, checkpoint_min_sec=30) as loop,
+    ):
+        _quick_epochs(loop, 5, fail_after=3)
     assert _tags(ctx) == ["epoch-0001", "epoch-0003"]
 
 
