@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +259,26 @@ def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) 
         == (saved["model"]["0.weight"].data_ptr())
     )
     model.load_state_dict(saved["model"])
+
+
+def test_a_paced_checkpoint_waiting_for_its_turn_is_replaced_by_the_newer_one(
+    tmp_path: Path,
+) -> None:
+    pacer = checkpoint.CommitPacer(30)
+    first = checkpoint.save_async({"w": torch.ones(1)}, tmp_path, "epoch-0001", pacer=pacer)
+    assert first.wait() == tmp_path / "epoch-0001"  # the first has its turn at once
+    dropped: list[int] = []
+    second = checkpoint.save_async(
+        {"w": torch.full((1,), 2.0)}, tmp_path, "epoch-0002", after=first, pacer=pacer,
+        on_drop=lambda: dropped.append(2),
+    )  # fmt: skip
+    third = checkpoint.save_async(
+        {"w": torch.full((1,), 3.0)}, tmp_path, "epoch-0003", after=second, pacer=pacer,
+        on_drop=lambda: dropped.append(3),
+    )  # fmt: skip
+    assert third is second and dropped == [2]  # no second thread; the replaced one let go
+    time.sleep(0.2)
+    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001"]  # waits for 30 s
+    assert third.wait() == tmp_path / "epoch-0003"  # a wait commits it now
+    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0003"]
+    assert checkpoint.read_full(tmp_path / "epoch-0003")["w"].item() == 3.0

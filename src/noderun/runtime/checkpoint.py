@@ -144,38 +144,27 @@ def save(
 class CommitPacer:
     """At most one commit per ``min_sec`` for the checkpoints of one writer.
 
-    A checkpoint whose commit would start sooner waits in its thread until its time and is
-    dropped if a newer one arrives meanwhile (the newest wins); ``wait()`` on a checkpoint
+    A checkpoint whose commit would start sooner waits in its thread until its time; a newer
+    checkpoint taken meanwhile replaces it there (the newest wins, no new thread); ``wait()``
     commits it at once. So epochs shorter than ``min_sec`` do not pay a serialization, fsyncs
     and a rename each, and a stop (close, preemption, an exception) still writes the newest.
     """
 
     def __init__(self, min_sec: float) -> None:
         self.min_sec = min_sec
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._last_started = -math.inf
 
-    def reserve(self, pending: PendingCommit) -> bool:
-        """In ``pending``'s thread: True when it may commit now, False when it was dropped."""
+    def reserve(self, pending: PendingCommit) -> None:
+        """In ``pending``'s thread: return when it may commit (its turn, or hurried)."""
         while True:
-            with self._lock:
-                if pending.superseded_by is not None:
-                    return False
+            with self.lock:
                 delay = self._last_started + self.min_sec - time.monotonic()
-                if delay <= 0 or pending.hurried:
+                if delay <= 0 or pending.hurry.is_set():
                     pending.started = True
                     self._last_started = time.monotonic()
-                    return True
+                    return
             pending.hurry.wait(delay)
-
-    def supersede(self, older: PendingCommit, newer: PendingCommit) -> bool:
-        """Drop ``older`` for ``newer`` unless its commit already started."""
-        with self._lock:
-            if older.started or older.superseded_by is not None:
-                return False
-            older.superseded_by = newer
-        older.hurry.set()  # wake it, to drop
-        return True
 
 
 class PendingCommit:
@@ -184,8 +173,8 @@ class PendingCommit:
 
     Training goes on while the disk catches up; ``wait()`` returns the committed directory
     (or raises what went wrong). The thread is not a daemon: the interpreter waits for it.
-    With a ``pacer`` the commit may wait for its turn and be dropped for a newer checkpoint
-    (``on_drop`` then runs instead); ``wait()`` of a dropped one waits for the newer one.
+    With a ``pacer`` the commit may wait for its turn, and ``replace`` swaps in a newer
+    checkpoint until it starts (the replaced one's ``on_drop`` runs).
     """
 
     def __init__(
@@ -200,25 +189,31 @@ class PendingCommit:
         self.after = after  # the commit this one waits for first
         self.pacer = pacer
         self.started = pacer is None
-        self.superseded_by: PendingCommit | None = None
         self.hurry = threading.Event()
         self._commit = commit_it
         self._on_drop = on_drop
         self._thread = threading.Thread(target=self._run, name="noderun-checkpoint-commit")
         self._thread.start()
 
-    @property
-    def hurried(self) -> bool:
-        return self.hurry.is_set()
+    def replace(self, commit_it: Callable[[], Path], on_drop: Callable[[], object] | None) -> bool:
+        """Commit ``commit_it`` instead, if this one is still waiting for its turn."""
+        if self.pacer is None:
+            return False
+        with self.pacer.lock:
+            if self.started:
+                return False
+            dropped, self._on_drop = self._on_drop, on_drop
+            self._commit = commit_it
+        if dropped is not None:
+            dropped()
+        return True
 
     def _run(self) -> None:
         try:
             if self.after is not None:
                 self.after.join()  # in order: an earlier checkpoint is never marked after this
-            if self.pacer is not None and not self.pacer.reserve(self):
-                if self._on_drop is not None:
-                    self._on_drop()
-                return
+            if self.pacer is not None:
+                self.pacer.reserve(self)
             self.path = self._commit()
         except BaseException as err:  # surfaced by wait() in the training thread
             self.error = err
@@ -229,18 +224,15 @@ class PendingCommit:
             self.after._thread.join()
 
     def join(self) -> None:
-        """Block until this commit is done or dropped; raise what went wrong."""
+        """Block until this commit is done; raise what went wrong."""
         self._thread.join()
         if self.error is not None:
             raise self.error
 
     def wait(self) -> Path:
-        """Commit now (no more waiting for its turn) and return the committed directory; a
-        dropped checkpoint returns the one that replaced it."""
+        """Commit now (no more waiting for its turn); return the committed directory."""
         self.hurry.set()
         self.join()
-        if self.path is None and self.superseded_by is not None:
-            return self.superseded_by.wait()
         assert self.path is not None
         return self.path
 
@@ -261,8 +253,10 @@ def save_async(
 
     A small CPU state is copied here (its tensors cloned: a memcpy each) and serialized in
     the background; anything else is serialized straight to its file here, so no device
-    memory is doubled. ``pacer`` and ``on_drop``: see ``PendingCommit`` (only a small CPU
-    state is paced; a bigger one is already on disk and commits at once)."""
+    memory is doubled. With a ``pacer``, a small CPU state whose commit would start within
+    ``pacer.min_sec`` of the last one waits for its turn, and if ``after`` is still waiting
+    for its own, this state replaces it there (``after`` is returned; its ``on_drop`` runs).
+    A bigger state is on disk already and commits at once."""
     info = {"format": "full", **(meta or {})}
     taken = _cloned(state) if _small_on_cpu(state) else None
     if taken is None:
@@ -286,6 +280,8 @@ def save_async(
 
     if taken is None:
         return PendingCommit(durable_commit, after)
+    if after is not None and after.replace(durable_commit, on_drop):
+        return after  # it was still waiting for its turn: now it commits this one
     return PendingCommit(durable_commit, after, pacer, on_drop)
 
 

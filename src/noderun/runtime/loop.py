@@ -128,7 +128,7 @@ class TrainingLoop:
         tracked = self.progress.track(
             self.checkpointer.steps(batches, epoch), total or 0, description or f"epoch {epoch}"
         )
-        for step, batch in self.timer.iterate(tracked):
+        for step, batch in self.timer.iterate(tracked, beat=False):  # Checkpointer.steps beats
             self.step = step
             yield batch
             self.global_step += 1
@@ -142,8 +142,9 @@ class TrainingLoop:
         """Count this step's samples (throughput) and add to the epoch's running means."""
         if self.timer is not None:
             self.timer.count(samples)
+        sums = self._sums
         for name, value in values.items():
-            self._sums[name] = self._sums.get(name, 0.0) + float(value)
+            sums[name] = sums.get(name, 0.0) + float(value)  # a tensor too, without its graph
         self._count += 1
 
     def end_epoch(self, **metrics: float) -> dict[str, float]:

@@ -150,20 +150,24 @@ class EpochTimer:
         self._gpu_sampled_at = 0.0
         psutil.cpu_percent(None)  # starts the CPU sampling window
 
-    def iterate(self, batches: Iterable[T]) -> Iterator[T]:
-        """Yield from ``batches``, timing how long each batch took to arrive."""
+    def iterate(self, batches: Iterable[T], beat: bool = True) -> Iterator[T]:
+        """Yield from ``batches``, timing how long each batch took to arrive; ``beat``: count
+        a step for the stall watcher (off when ``batches`` already does, as
+        ``Checkpointer.steps``)."""
         from noderun.runtime import profiling  # imports torch: not at module level
 
         iterator = iter(profiling.profile_batches(batches))
+        clock = time.perf_counter
         while True:
-            began = time.perf_counter()
+            began = clock()
             try:
                 batch = next(iterator)
             except StopIteration:
-                self.data_time += time.perf_counter() - began
+                self.data_time += clock() - began
                 return
-            self.data_time += time.perf_counter() - began
-            heartbeat.beat()
+            self.data_time += clock() - began
+            if beat:
+                heartbeat.beat()
             yield batch
 
     def count(self, samples: int) -> None:

@@ -21,10 +21,14 @@ class EpochProgress:
         self.enabled = is_main and self.stream.isatty()
         self._bar: Any = None
 
-    def track(self, batches: Iterable[T], total: int, description: str) -> Iterator[T]:
+    def track(self, batches: Iterable[T], total: int, description: str) -> Iterable[T]:
+        """``batches`` with the bar advancing per batch; ``batches`` itself when silent (no
+        generator layer between the training loop and its data)."""
         if not self.enabled:
-            yield from batches
-            return
+            return batches
+        return self._bar_over(batches, total, description)
+
+    def _bar_over(self, batches: Iterable[T], total: int, description: str) -> Iterator[T]:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 

@@ -98,6 +98,6 @@ class _TooLarge:
 
 
 def _unpack(slot: torch.Tensor) -> Any:
-    raw = bytes(slot.numpy())
-    size = int.from_bytes(raw[:_HEADER], "little")
-    return pickle.loads(raw[_HEADER : _HEADER + size])
+    view = slot.numpy()
+    size = int.from_bytes(view[:_HEADER].tobytes(), "little")
+    return pickle.loads(view[_HEADER : _HEADER + size].tobytes())  # not the whole slot

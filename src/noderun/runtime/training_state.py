@@ -167,8 +167,7 @@ class Checkpointer:
                 self._pacer,
                 on_drop=collect,  # the gather still completes
             )
-            if previous is not None and self._pacer is not None:
-                self._pacer.supersede(previous, self._pending)
+
         if wait:
             self.wait()
             self.ctx.barrier()  # no rank exits (the launcher would stop rank 0) before it is done
