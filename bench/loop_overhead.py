@@ -7,7 +7,7 @@ agreement after every step, running means, and per epoch the metrics reduction +
 metrics.csv row + a checkpoint of model, optimizer and RNG states. Each measurement is
 --epochs epochs; the ratio is the median over --reps of the per-repetition ratios.
 
-    .venv/bin/python bench/loop_overhead.py [--reps 61] [--epochs 1]
+    .venv/bin/python bench/loop_overhead.py [--reps 181] [--epochs 1]
 """
 
 from __future__ import annotations
@@ -103,8 +103,11 @@ def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    # many short, adjacent pairs: other processes' load drifts less within a pair
-    parser.add_argument("--reps", type=int, default=61)
+    # many short, adjacent pairs: other processes' load drifts less within a pair. A 2-rank
+    # epoch's time varies ~19% (sd) from one to the next here (gloo's per-step all-reduce waits
+    # on thread wake-ups in this VM; one process varies ~3%), so the median of 61 pairs had a
+    # standard error of ~3%, the size of the target: 181 pairs bring it to ~1.7% (~70 s)
+    parser.add_argument("--reps", type=int, default=181)
     parser.add_argument("--epochs", type=int, default=1, help="epochs per measurement")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="noderun-bench-loop-", dir=".") as root:

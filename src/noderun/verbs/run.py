@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import socket
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 from noderun import rundir, timeline
@@ -157,11 +155,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
             "master_port": plan.master_port,
         },
         "hosts": [n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": metadata.version("torch"),
-            "noderun": metadata.version("noderun"),
-        },
+        "versions": run_slurm.versions(),
         "cwd": os.getcwd(),
         "status": "running",
         "start_time": rundir.now_iso(),

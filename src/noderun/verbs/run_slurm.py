@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 
 from noderun import rundir, timeline
@@ -199,8 +198,8 @@ def main(
         return 0
     record = _record(step, env, direct)
     run_json = step.run_dir / rundir.RUN_JSON
-    versions: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
-    lookup = threading.Thread(target=lambda: versions.update(_versions()), daemon=True)
+    found: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
+    lookup = threading.Thread(target=lambda: found.update(versions()), daemon=True)
     lookup.start()
     attempt, previous = 0, None
     while True:
@@ -219,7 +218,7 @@ def main(
     if flags.max_restarts and outcome.status != "completed":
         record["restart"] = f"not restarted: {refusal}"
     lookup.join()
-    record["versions"] = versions or _versions()
+    record["versions"] = found or versions()
     rundir.write_json_atomic(run_json, record)
     if not rundir.followed(step.run_dir):  # else `submit --wait` writes it once the job ended
         write_sacct_summary(
@@ -231,7 +230,10 @@ def main(
     return outcome.exit_code
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """Python's, torch's and noderun's versions for run.json."""
+    from importlib import metadata  # ~10 ms to import: in the lookup thread, not before srun
+
     return {
         "python": platform.python_version(),
         "torch": metadata.version("torch"),
