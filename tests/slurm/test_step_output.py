@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,61 @@ def test_sacct_summary_says_when_accounting_is_missing(monkeypatch: pytest.Monke
     monkeypatch.setattr(slurm.shutil, "which", lambda _: None)
     note = slurm.sacct_summary("12", job_final=True)
     assert note == "accounting not available for job 12: `sacct` is not installed here\n"
+
+
+SACCT_HEADER = "JobID|JobName|State|ExitCode|Elapsed|NNodes|NodeList\n"
+
+
+def _slow_sacct(settled_from: float, calls: list[tuple[float, int]]):  # type: ignore[no-untyped-def]
+    """sacct as the lab's: ~0.09 s per ask; records final only for asks begun ``settled_from``
+    s after the first ask. ``calls`` gets (start, asks in flight at the start) per ask."""
+    lock = threading.Lock()
+    state = {"first": 0.0, "flight": 0}
+
+    def fake_run(argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        assert argv[0] == "sacct"
+        with lock:
+            now = time.monotonic()
+            state["first"] = state["first"] or now
+            state["flight"] += 1
+            calls.append((now - state["first"], state["flight"]))
+        time.sleep(0.09)
+        final = now - state["first"] >= settled_from
+        with lock:
+            state["flight"] -= 1
+        done = "COMPLETED|0:0" if final else "RUNNING|0:0"
+        rows = [f"7|job|{done}|00:00:03|2|node[1-2]", f"7.0|python|{done}|00:00:02|2|node[1-2]"]
+        text = SACCT_HEADER + "\n".join(rows) + "\n"
+        return subprocess.CompletedProcess(argv, 0, text, "")
+
+    return fake_run
+
+
+def test_sacct_asks_overlap_and_the_first_settled_answer_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[float, int]] = []
+    monkeypatch.setattr(slurm, "_run", _slow_sacct(0.05, calls))
+    note = slurm.sacct_summary("7", job_final=True)
+    assert note.startswith("sacct for job 7\n"), note  # settled: no "still arriving" note
+    assert "COMPLETED" in note and "RUNNING" not in note
+    # asks overlapped (a serial ask would have waited for the first one's 0.09 s) and never
+    # more than SACCT_IN_FLIGHT at once; the winner was one begun after records settled
+    assert max(flight for _, flight in calls) >= 2
+    assert max(flight for _, flight in calls) <= slurm.SACCT_IN_FLIGHT
+    assert any(start >= 0.05 for start, _ in calls)
+    assert sorted(calls) == calls
+
+
+def test_sacct_never_settling_gives_the_newest_rows_with_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[float, int]] = []
+    monkeypatch.setattr(slurm, "_run", _slow_sacct(1e9, calls))
+    note = slurm.sacct_summary("7", job_final=True, timeout=0.4)
+    assert note.startswith("sacct for job 7 (some records were still arriving)\n"), note
+    assert "RUNNING" in note
+    assert len(calls) >= 3 and max(flight for _, flight in calls) <= slurm.SACCT_IN_FLIGHT
 
 
 def test_sacct_summary_when_accounting_storage_is_disabled(
