@@ -7,33 +7,23 @@ agreement after every step, running means, and per epoch the metrics reduction +
 metrics.csv row + a checkpoint of model, optimizer and RNG states. Each measurement is
 --epochs epochs; the ratio is the median over --reps of the per-repetition ratios.
 
-    .venv/bin/python bench/loop_overhead.py [--reps 181] [--epochs 1]
+    .venv/bin/python bench/loop_overhead.py [--reps 301] [--epochs 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 
 import torch
+from example_module import load_example
 from torch import nn
 from two_ranks import run_two_ranks
 
 TARGET = 0.03
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp_classifier.py"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ddp_classifier", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
@@ -106,8 +96,9 @@ def main() -> None:
     # many short, adjacent pairs: other processes' load drifts less within a pair. A 2-rank
     # epoch's time varies ~19% (sd) from one to the next here (gloo's per-step all-reduce waits
     # on thread wake-ups in this VM; one process varies ~3%), so the median of 61 pairs had a
-    # standard error of ~3%, the size of the target: 181 pairs bring it to ~1.7% (~70 s)
-    parser.add_argument("--reps", type=int, default=181)
+    # standard error of ~3%, the size of the target; 181 pairs ~1.7%, and seven runs of 181
+    # on 2026-11-25 gave -0.5..3.6% (mean 2.3%): 301 pairs bring it to ~1.3% (~2 min)
+    parser.add_argument("--reps", type=int, default=301)
     parser.add_argument("--epochs", type=int, default=1, help="epochs per measurement")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="noderun-bench-loop-", dir=".") as root:

@@ -16,30 +16,20 @@ inside a window, for scale.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from types import ModuleType
 
 import torch
+from example_module import load_example
 from torch import nn
 
 from noderun.runtime import profiling
 
 TARGET = 1.01
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ddp_classifier.py"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ddp_classifier", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def loop(
