@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 MIN_SEC_ENV = "NODERUN_CHECKPOINT_MIN_SEC"
-DEFAULT_MIN_SEC = 1.0
+# a write (serialization, fsyncs, rename) costs rank 0 ~8 ms of CPU and the GIL: at one per
+# second it was ~2% of a 2-rank digits epoch, at one per 5 s ~0.4% (bench/loop_overhead.py)
+DEFAULT_MIN_SEC = 5.0
 # key of the running means in a mid-epoch checkpoint's ``extra``
 PARTIAL_KEY = "noderun_loop"
 
@@ -48,10 +50,10 @@ class TrainingLoop:
     also checkpoints every that many steps inside an epoch (0: only at epoch ends).
 
     Every epoch end (and step checkpoint) takes a checkpoint; they are written at most one
-    per ``checkpoint_min_sec`` (default 1 s, or ``NODERUN_CHECKPOINT_MIN_SEC``): one taken
-    sooner waits for its turn in the background and gives way to a newer one. Epochs of a
-    second or more are each written as before; sub-second epochs do not pay a
-    serialization, fsyncs and a rename each. The newest is written at once on close,
+    per ``checkpoint_min_sec`` (default 5 s, or ``NODERUN_CHECKPOINT_MIN_SEC``): one taken
+    sooner waits for its turn in the background and gives way to a newer one. Epochs of 5 s
+    or more are each written as before; shorter epochs do not pay a serialization, fsyncs
+    and a rename each. The newest is written at once on close,
     preemption and exit (an exception included); only a killed process (SIGKILL, a lost
     node) can lose up to that much more training than with a write per epoch. 0: write each.
     """
