@@ -78,6 +78,10 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
     assert len(resumed_from) == 1 and "/checkpoints/epoch-0001-step-" in resumed_from[0], rank0
     assert "resumed from" in log  # the restarted job's own output
     assert read_json(run_dir / "run.json")["restart_count"] == 1
+    # and the run is healthy: the requeue line its rank logs keep is no crash
+    verified = noderun(["verify", str(run_dir)])
+    assert verified.returncode == 0, verified.stdout
+    assert verified.stdout.splitlines()[-1] == "verdict: HEALTHY", verified.stdout
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]  # no epoch twice
 

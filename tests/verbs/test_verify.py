@@ -261,3 +261,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, make, words):
 def test_unknown_skip_is_a_usage_error(runs, capsys):
     assert cli.main(["verify", str(runs["healthy"]), "--skip", "nope"]) == 2
     assert "--skip takes" in capsys.readouterr().err
+
+
+REQUEUED = "slurmstepd-node1: error: *** STEP 697.0 ON node1 CANCELLED AT 2026-11-25T15:15:21"
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [(f"{REQUEUED} DUE TO JOB REQUEUE ***", "PASS"), (f"{REQUEUED} ***", "FAIL")],
+    ids=["requeued", "cancelled"],
+)
+def test_a_requeue_in_a_rank_log_is_no_crash(runs, tmp_path, capsys, line, status):
+    """A preempted job's rank log keeps slurmstepd's requeue line across the restart."""
+
+    def requeued(run: Path) -> None:
+        with open(run / "logs" / "rank0.log", "a") as log:
+            log.write(line + "\n")
+
+    _, report = verify_json(broken_copy(runs, tmp_path, requeued), capsys=capsys)
+    assert statuses(report)["rank-logs"] == status, report["checks"]

@@ -64,6 +64,7 @@ SIGNS: dict[str, str] = {
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
     "backend": "the process group backend",
+    "requeued": "SLURM requeued the job (preempted, to run again): its step was cancelled for it",
 }
 
 
@@ -279,6 +280,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "the launcher reports that a rank failed",
         _CRASH_FIX,
         run_failed=True,  # a report: ranks after what a rank's own log names (findings.Ranker)
+    ),
+    # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
+    # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)
+    Signature(
+        "requeued",
+        r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT \S+ DUE TO JOB REQUEUE",
+        "SLURM requeued the job",
+        "",
+        Tier.SIGN,
     ),
     Signature(
         "rank-crashed",
