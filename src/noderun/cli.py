@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every verb, or of the one ``argv`` names first: a verb's run imports only
-    its own module (``noderun submit`` started ~0.03 s sooner without run's backends)."""
+    its own module (``noderun submit`` starts ~0.025 s sooner without run's backends)."""
     chosen = [argv[0]] if argv and argv[0] in VERBS else VERBS
     parser = _Parser(prog="noderun", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"noderun {__version__}")

@@ -322,7 +322,10 @@ def _nap(seconds: float, wake: Callable[[], bool] | None, step: float) -> None:
             return
 
 
-def _sacct_rows(job_id: str) -> tuple[list[list[str]] | None, str]:
+SacctAnswer = tuple[list[list[str]] | None, str]  # sacct's rows, or None and its error
+
+
+def _sacct_rows(job_id: str) -> SacctAnswer:
     result = _run(["sacct", "-P", "-j", job_id, f"--format={SACCT_FIELDS}"])
     if result.returncode != 0:
         return None, _first_line(result.stderr or result.stdout)
@@ -335,16 +338,16 @@ SACCT_IN_FLIGHT = 3
 
 def _sacct_settled_rows(
     job_id: str, job_final: bool, steps_run: bool, timeout: float
-) -> tuple[list[list[str]] | None, str]:
+) -> SacctAnswer:
     """sacct's rows once settled (or its error, or the last rows at ``timeout``).
 
     Records reach slurmdbd 0.06-0.08 s after scontrol reports the job's end (measured on the
     lab) and one ``sacct`` takes ~0.09 s of waiting on slurmdbd, no CPU: asked one after the
     other, the first ask always missed and the answer came ~0.23 s after the end. So asks
     overlap: a new one every ``SACCT_STAGGER`` s (growing) with up to ``SACCT_IN_FLIGHT`` in
-    flight, and the first settled answer wins (~0.15 s). Daemon threads: an ask still running
-    when this returns ends by itself, nobody waits for it."""
-    answers: queue.Queue[tuple[list[list[str]] | None, str]] = queue.Queue()
+    flight, and the first settled answer wins (~0.09-0.1 s after the end is seen). Daemon
+    threads: an ask still running when this returns ends by itself, nobody waits for it."""
+    answers: queue.Queue[SacctAnswer] = queue.Queue()
 
     def ask() -> None:
         try:
@@ -354,7 +357,7 @@ def _sacct_settled_rows(
 
     deadline = time.monotonic() + timeout
     gap, next_ask, in_flight = SACCT_STAGGER, time.monotonic(), 0
-    latest: tuple[list[list[str]] | None, str] = (None, "sacct gave no answer")
+    latest: SacctAnswer = (None, "sacct gave no answer")
     while in_flight or time.monotonic() < deadline:
         now = time.monotonic()
         can_ask = now < deadline and in_flight < SACCT_IN_FLIGHT
