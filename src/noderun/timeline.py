@@ -33,6 +33,7 @@ STAGES = (
     "step_started",
     "node_entered",
     "gate_passed",
+    "store_hosted",
     "rank_started",
     "process_group_up",
     "rank_exited",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
 import pytest
 
+from noderun.backends import store_host
+from noderun.backends.node_gate import listen
 from noderun.backends.ports import free_port
 from noderun.errors import RendezvousTimeoutError
 from noderun.runtime.rendezvous import ALL_ARRIVED, fail_fast_store, wait_for_listener
@@ -66,6 +70,39 @@ def test_ranks_that_arrive_before_the_master_listens_all_join() -> None:
     assert not errors, errors
     assert sorted(stores) == [0, 1, 2]
     assert all(store.check([ALL_ARRIVED]) for store in stores.values())
+
+
+def test_under_an_agent_store_rank_0_is_a_client_too() -> None:
+    """srun mode's store host (or torchrun's agent) serves MASTER_PORT: rank 0 must not try
+    to listen there, and the arrival check still works through the hosted store."""
+    port = free_port()
+    listener = listen(port, "this host")
+    host = subprocess.Popen(
+        [sys.executable, store_host.STORE_HOST, "--fd", str(listener.fileno())],
+        pass_fds=(listener.fileno(),),
+    )
+    listener.close()
+    stores: dict[int, Any] = {}
+    errors: list[BaseException] = []
+
+    def join(rank: int) -> None:
+        try:
+            stores[rank] = fail_fast_store(_topo(rank, 3, port), 20.0, 60.0, agent_store=True)
+        except BaseException as err:  # reported by the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=join, args=(r,)) for r in (0, 1, 2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert not errors, errors
+        assert sorted(stores) == [0, 1, 2]
+        assert all(store.check([ALL_ARRIVED]) for store in stores.values())
+    finally:
+        host.terminate()
+        host.wait(timeout=10)
 
 
 def test_a_missing_rank_is_named_by_the_master() -> None:

@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from noderun.backends.slurm import job_state
@@ -131,6 +132,7 @@ def test_concurrent_jobs_on_shared_nodes_both_modes_hostile_args(tmp_path: Path)
         assert seen["argv"] == hostile  # byte for byte, through sbatch, srun and the node
         assert (seen["rank"], seen["local_rank"], seen["world_size"]) == (rank, 0, 3)
         assert seen["sum"] == 6.0 and seen["host"] == b["hosts"][rank]  # type: ignore[index]
+        assert seen["agent_store"] == "True"  # the plain script's env:// used noderun's store
     assert not pwned.exists()
 
     single = read_json(tmp_path / "single" / "run.json")
@@ -206,10 +208,24 @@ def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: 
         stages = {row["stage"]: row["count"] for row in run["timeline"]}
         entries = world if mode == "srun" else nodes  # srun mode: one node entry per rank
         assert (stages["node_entered"], stages["gate_passed"]) == (entries, entries), name
+        # srun mode: node 0's task served the store (torchrun mode: torchrun's agent did)
+        assert stages.get("store_hosted") == (1 if mode == "srun" else None), name
+        assert not _store_hosts(tmp_path / name), f"{name}: a store host outlived its job"
         assert stages["rank_started"] == stages["rank_exited"] == world, name
         launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
         assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
         assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
+
+
+def _store_hosts(run_dir: Path) -> list[int]:
+    """Live store hosts of a run (their command line names its store.log)."""
+    mine = str(run_dir / "logs" / "store.log")
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if mine in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc.pid)
+    return found
 
 
 def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:

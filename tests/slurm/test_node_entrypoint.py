@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends import node_entry as node
-from noderun.backends.node_gate import GateError, NodeGate
+from noderun.backends.node_gate import GateError, NodeGate, listen
 from noderun.backends.ports import free_port
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.plan.launch import RANK_ENTRY
@@ -74,6 +74,20 @@ def test_srun_mode_sets_the_rank_contract() -> None:
     # every rank starts through the rank entry (the script as __main__, then os._exit)
     assert node.exec_argv(spec, ["t.py", "x"], "/py") == ["/py", RANK_ENTRY, "t.py", "x"]
     assert spec.describe(3) == "rank 3 (gpu-a002)"
+    # node 0's task serves the store: every rank, rank 0 too, is its client (torchrun's names)
+    assert (env["TORCHELASTIC_USE_AGENT_STORE"], env["TORCHELASTIC_RESTART_COUNT"]) == ("True", "0")
+    assert (
+        node.exec_env(spec, {"TORCHELASTIC_RESTART_COUNT": "2"})["TORCHELASTIC_RESTART_COUNT"]
+        == "2"
+    )
+    off = node.exec_env(spec, {"NODERUN_AGENT_STORE": "0"})
+    assert "TORCHELASTIC_USE_AGENT_STORE" not in off and not node.hosts_store(spec, off)
+
+
+def test_torchrun_mode_leaves_the_store_to_torchrun() -> None:
+    spec = _resolve(["--nproc-per-node=2"], STEP)
+    assert not node.hosts_store(spec, {})
+    assert "TORCHELASTIC_USE_AGENT_STORE" not in node.exec_env(spec, {})
 
 
 @pytest.mark.parametrize(
@@ -153,6 +167,26 @@ def test_gate_passes_when_everyone_arrives_and_frees_the_port() -> None:
     with socket.socket() as again:  # torch's store must be able to listen there next
         again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         again.bind(("", port))
+
+
+def test_a_gate_given_a_listener_leaves_it_listening() -> None:
+    """Node 0 of an srun-mode step keeps the port from the check-in to the store host: no
+    moment where another program could take it or a rank be refused."""
+    port = free_port()
+    listener = listen(port, "host0")
+    gates = [_gate(0, 2, port, 10), _gate(1, 2, port, 10)]
+    gates[0].listener = listener
+    threads = [threading.Thread(target=gate.wait) for gate in gates]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    try:
+        assert listener.fileno() != -1
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # still accepted by the kernel: the port listens
+    finally:
+        listener.close()
 
 
 def test_gate_names_who_never_arrived_within_the_timeout() -> None:

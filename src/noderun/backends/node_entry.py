@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from noderun import timeline
-from noderun.backends.node_gate import NodeGate
+from noderun.backends import store_host
+from noderun.backends.node_gate import NodeGate, listen
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.plan.launch import Entry, Gang, rank_command
@@ -135,6 +136,16 @@ def exec_argv(
     return [*argv[:cut], f"--rdzv-conf=timeout={spec.join_timeout:g}", *argv[cut:]]
 
 
+AGENT_STORE_SWITCH = "NODERUN_AGENT_STORE"  # "0": rank 0's init_process_group hosts the store
+
+
+def hosts_store(spec: NodeSpec, environ: Mapping[str, str]) -> bool:
+    """srun mode serves the step's TCPStore from node 0's task of rank 0, before torch starts
+    (``store_host.py``), as torchrun's agent does; ``NODERUN_AGENT_STORE=0`` turns it off for a
+    script that creates its own store on MASTER_PORT."""
+    return spec.mode is LaunchMode.SRUN and environ.get(AGENT_STORE_SWITCH, "1") != "0"
+
+
 def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
     """torch's variables (the same in both modes) plus noderun's rank contract."""
     env = dict(environ)
@@ -158,6 +169,10 @@ def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
             ROLE_WORLD_SIZE=str(spec.world_size),
             GROUP_WORLD_SIZE=str(spec.nnodes),
         )
+    if hosts_store(spec, environ):
+        # torch's env:// and tcp:// rendezvous then connect every rank, rank 0 too, as a client
+        env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+        env.setdefault("TORCHELASTIC_RESTART_COUNT", "0")
     return env
 
 
@@ -176,6 +191,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
+        serve_store = spec.index == 0 and hosts_store(spec, env)
+        listener = listen(spec.master_port, this_host) if serve_store else None
         gate = NodeGate(
             index=spec.index,
             total=spec.participants,
@@ -186,9 +203,14 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             describe=spec.describe,
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
             by_hand=not in_slurm_step(env),
+            listener=listener,
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
+        if listener is not None:
+            store_host.spawn(listener, str(spec.run_dir / "logs" / "store.log"))
+            listener.close()  # the host has it; the rank must not keep the port
+            timeline.stamp(spec.run_dir, "store_hosted", f"node{spec.index}")
     except NoderunError as err:
         _fail(err)
     new_argv = exec_argv(spec, command, sys.executable, entry_of(opts))

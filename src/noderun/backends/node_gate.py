@@ -19,6 +19,25 @@ _FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _JOIN_RETRY_SEC
 _JOIN_RETRY_SECONDS = 0.03  # node 0 listens a few tens of ms after the others start: see it soon
 
 
+def listen(port: int, host: str, backlog: int = 16) -> socket.socket:
+    """A socket listening on ``port`` on all interfaces, as torch's TCPStore will; a port in
+    use is a usage error naming it."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("", port))
+    except OSError as err:
+        listener.close()
+        if err.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"MASTER_PORT {port} is already in use on {host}",
+                "pass another --master-port (or leave it out: it is derived from the job id)",
+            ) from None
+        raise
+    listener.listen(backlog)
+    return listener
+
+
 class GateError(RendezvousTimeoutError):
     """The check-in failed: someone never arrived, or the master was unreachable."""
 
@@ -59,6 +78,7 @@ class NodeGate:
         describe: Callable[[int], str],
         noun: str = "nodes",
         by_hand: bool = False,
+        listener: socket.socket | None = None,
     ) -> None:
         self.index = index
         self.total = total
@@ -69,6 +89,9 @@ class NodeGate:
         self.describe = describe
         self.noun = noun
         self.by_hand = by_hand  # nodes started one by one (noderun run --node-rank), not srun
+        # participant 0 may bring its own listening socket: it stays open after the gate
+        # (the step's store is served on it next, with no moment where the port is free)
+        self.listener = listener
 
     @property
     def where(self) -> str:
@@ -84,19 +107,7 @@ class NodeGate:
             self._join()
 
     def _listen(self) -> socket.socket:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind(("", self.port))  # all interfaces, as torch's TCPStore will
-        except OSError as err:
-            listener.close()
-            if err.errno == errno.EADDRINUSE:
-                raise UsageError(
-                    f"MASTER_PORT {self.port} is already in use on {self.host}",
-                    "pass another --master-port (or leave it out: it is derived from the job id)",
-                ) from None
-            raise
-        listener.listen(max(self.total, 16))
+        listener = self.listener or listen(self.port, self.host, max(self.total, 16))
         listener.settimeout(_RETRY_SECONDS)
         return listener
 
@@ -124,7 +135,8 @@ class NodeGate:
         finally:
             for conn, _ in arrived.values():
                 conn.close()
-            listener.close()
+            if listener is not self.listener:
+                listener.close()
 
     def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
         words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=2)

@@ -87,7 +87,11 @@ class Signature:
 
 
 _SRUN_FIX = "start every rank with `srun python SCRIPT …` (or `noderun run`), not python alone"
-_PORT_FIX = "pick a free port (--master-port / MASTER_PORT) or stop the process holding it"
+_PORT_FIX = (
+    "pick a free port (--master-port / MASTER_PORT) or stop the process holding it; in srun "
+    "mode noderun itself serves MASTER_PORT, so a script that starts its own store there needs "
+    "NODERUN_AGENT_STORE=0"
+)
 _REFUSED_FIX = "check MASTER_ADDR is the first node of the job and that rank 0 started first"
 _IFACE_FIX = (
     "set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the interface that routes between nodes "

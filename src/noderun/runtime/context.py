@@ -267,7 +267,8 @@ def init(
             # torchrun's agents already met; workers reuse the agent store through env://
             dist.init_process_group(chosen, timeout=pg_timeout)
         else:
-            ctx._store = fail_fast_store(topo, join_timeout, timeout)
+            agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+            ctx._store = fail_fast_store(topo, join_timeout, timeout, agent_store)
             dist.init_process_group(
                 chosen,
                 store=ctx._store,

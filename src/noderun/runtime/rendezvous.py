@@ -42,8 +42,14 @@ def _missing(store: Any, world_size: int) -> list[int]:
     return [r for r in range(world_size) if not store.check([f"{ARRIVED}{r}"])]
 
 
-def fail_fast_store(topo: Topology, join_timeout: float, collective_timeout: float) -> Any:
+def fail_fast_store(
+    topo: Topology, join_timeout: float, collective_timeout: float, agent_store: bool = False
+) -> Any:
     """Create the TCPStore with a short join timeout; every rank records its host on arrival.
+
+    ``agent_store``: the launcher already serves the store at MASTER_ADDR:MASTER_PORT
+    (``TORCHELASTIC_USE_AGENT_STORE``: torchrun's agent, noderun's srun-mode store host), so
+    rank 0 connects to it as every other rank does instead of starting one.
 
     Returns the store, its timeout raised to ``collective_timeout`` for the job's lifetime.
     """
@@ -52,7 +58,8 @@ def fail_fast_store(topo: Topology, join_timeout: float, collective_timeout: flo
     host = socket.gethostname()
     where = f"{topo.master_addr}:{topo.master_port}"
     started = time.monotonic()
-    if topo.rank != 0:
+    is_master = topo.rank == 0 and not agent_store
+    if not is_master:
         error = wait_for_listener(str(topo.master_addr), int(topo.master_port or 0), join_timeout)
         if error is not None:
             raise _unreachable(topo, host, where, join_timeout, error)
@@ -61,13 +68,13 @@ def fail_fast_store(topo: Topology, join_timeout: float, collective_timeout: flo
             host_name=str(topo.master_addr),
             port=int(topo.master_port or 0),
             world_size=None,
-            is_master=topo.rank == 0,
+            is_master=is_master,
             timeout=datetime.timedelta(seconds=max(join_timeout - _since(started), 1.0)),
             wait_for_workers=False,
         )
     except Exception as err:  # torch raises DistNetworkError/DistStoreError/RuntimeError
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if topo.rank == 0:
+        if is_master:
             raise RendezvousTimeoutError(
                 f"rank 0 on {host} could not listen on {where}: {text}",
                 "the port is in use or the address is not this host; set MASTER_PORT to a free "

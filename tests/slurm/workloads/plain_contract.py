@@ -22,6 +22,7 @@ seen = {
     "sum": value.item(),
     "host": socket.gethostname(),
     "argv": sys.argv[1:],
+    "agent_store": os.environ.get("TORCHELASTIC_USE_AGENT_STORE"),
 }
 os.write(1, ("CONTRACT " + json.dumps(seen) + "\n").encode())
 dist.destroy_process_group()
