@@ -60,3 +60,36 @@ def test_different_nccl_versions_in_a_finished_run_are_a_warning(tmp_path: Path)
 def test_lightning_member_line_alone_still_means_a_missing_launcher(tmp_path: Path) -> None:
     log = _log(tmp_path, "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4\n")
     assert [f.cause for f in examine([log]).failures] == ["missing-launcher"]
+
+
+_REQUEUE = (
+    "slurmstepd-node1: error: *** STEP 697.0 ON node1 CANCELLED AT 2026-11-25T15:15:21 "
+    "DUE TO JOB REQUEUE ***\n"
+)
+_TERMINATED = "srun: error: node1: tasks 0-1: Terminated\nsrun: error: node2: task 2: Terminated\n"
+_FINISHED = "`Trainer.fit` stopped: `max_epochs=2` reached.\n"
+
+
+def test_a_requeued_job_that_then_finished_is_no_failure(tmp_path: Path) -> None:
+    """A preempted job's first attempt ends with srun's 'Terminated' lines: the requeue's."""
+    verdict = examine([_log(tmp_path, _REQUEUE + _TERMINATED + _FINISHED)])
+    assert verdict.finished and not verdict.failed
+    assert "rank-crashed" not in [w.cause for w in verdict.warnings]
+
+
+def test_terminated_tasks_without_a_requeue_are_a_failure(tmp_path: Path) -> None:
+    verdict = examine([_log(tmp_path, _TERMINATED + _FINISHED)])
+    assert verdict.failed and not verdict.finished
+    assert verdict.failures[0].cause == "rank-crashed"
+    assert "Terminated" in verdict.failures[0].evidence.text
+
+
+def test_a_requeue_does_not_hide_a_crash_after_the_restart(tmp_path: Path) -> None:
+    log = _log(
+        tmp_path,
+        _REQUEUE + _TERMINATED + "ValueError: bad batch shape\n"
+        "srun: error: node2: task 3: Exited with exit code 1\n",
+    )
+    verdict = examine([log])
+    assert verdict.failed and verdict.failures[0].cause == "rank-crashed"
+    assert "ValueError" in verdict.failures[0].evidence.text

@@ -59,15 +59,20 @@ class Ranker:
     def __init__(self, file_order: Mapping[Path, int], time_hints: Mapping[Path, float]) -> None:
         self.file_order = dict(file_order)
         self.time_hints = dict(time_hints)
-        self.best: dict[str, tuple[Key, Finding]] = {}
+        # per cause, and apart for findings a sign can refute: a refuted one must not hide
+        # an unrefuted one of the same cause
+        self.best: dict[tuple[str, str], tuple[Key, Finding]] = {}
         self.counts: dict[str, int] = {}
         # signs of health: (sign, value) -> first hit and count, in the order first seen
         self.signs: dict[tuple[str, str], tuple[Hit, int]] = {}
-        self.run_failed = False  # a launcher reported that the run failed
+        # a launcher reported that the run failed: the signs that would refute each report
+        # ("" for none: that report stands whatever else was seen)
+        self.failed_unless: set[str] = set()
 
     def add_file(self, path: Path, hits: Iterable[Hit]) -> None:
         """All hits of one file, in line order; O(causes) memory however many hits."""
-        first: dict[tuple[str, Tier], tuple[Hit, float | None]] = {}  # earliest per cause+tier
+        # earliest per cause, tier and refuting sign
+        first: dict[tuple[str, Tier, str], tuple[Hit, float | None]] = {}
         last_stamp: float | None = None
         first_stamp: float | None = None
         errors_before = False  # an error-level line came earlier in this file
@@ -79,12 +84,15 @@ class Ranker:
             if signature.cause == "finalization-abort" and errors_before:
                 continue  # aborting after an error: the error is the cause
             errors_before = errors_before or signature.tier <= Tier.CONSEQUENCE
-            self.run_failed = self.run_failed or signature.run_failed
+            if signature.run_failed:
+                self.failed_unless.add(signature.refuted_by)
             self.counts[signature.cause] = self.counts.get(signature.cause, 0) + 1
             if hit.time is not None:
                 last_stamp = hit.time
                 first_stamp = hit.time if first_stamp is None else first_stamp
-            first.setdefault((signature.cause, signature.tier), (hit, last_stamp))
+            first.setdefault(
+                (signature.cause, signature.tier, signature.refuted_by), (hit, last_stamp)
+            )
         index = self.file_order.get(path, len(self.file_order))
         for hit, stamp in first.values():
             when = next(
@@ -97,9 +105,10 @@ class Ranker:
                 index,
                 hit.line,
             )
-            current = self.best.get(hit.signature.cause)
+            slot = (hit.signature.cause, hit.signature.refuted_by)
+            current = self.best.get(slot)
             if current is None or key < current[0]:
-                self.best[hit.signature.cause] = (key, _finding(hit, when))
+                self.best[slot] = (key, _finding(hit, when))
 
     def _add_sign(self, hit: Hit) -> None:
         match = re.search(hit.signature.pattern, hit.text)
@@ -107,6 +116,10 @@ class Ranker:
         key = (hit.signature.cause, value)
         first, count = self.signs.get(key, (hit, 0))
         self.signs[key] = (first, count + 1)
+
+    def run_failed(self, signs: set[str]) -> bool:
+        """A launcher reported a failure that none of ``signs`` (seen anywhere) refutes."""
+        return any(not refuter or refuter not in signs for refuter in self.failed_unless)
 
     def findings(self) -> list[Finding]:
         """Every cause and warning seen, best first (verdict.judge decides what they mean)."""

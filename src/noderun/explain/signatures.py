@@ -276,6 +276,16 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
+    # srun's line for tasks ended by SIGTERM: a requeue of a preempted job cancels the step
+    # this way (the rank logs keep the line across the restart), as do scancel and time limits
+    Signature(
+        "rank-crashed",
+        r"srun: error: .*tasks? [\d,\-]+: Terminated",
+        "srun reports ranks terminated (SIGTERM: scancel, a time limit, a preemption)",
+        _CRASH_FIX,
+        refuted_by="requeued",
+        run_failed=True,
+    ),
     # the launcher naming the rank that failed first (torchelastic's root cause, noderun, srun)
     Signature(
         "rank-crashed",

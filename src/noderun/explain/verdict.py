@@ -65,7 +65,7 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
     mismatch = _nccl_mismatch(ranker)
     finished = (
         ("finished" in signs or bool(sources.succeeded))
-        and not ranker.run_failed
+        and not ranker.run_failed(signs)
         and not sources.failures
     )
     if finished:  # the run ended well: whatever else was printed did not stop it
