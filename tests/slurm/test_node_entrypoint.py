@@ -82,6 +82,9 @@ def test_srun_mode_sets_the_rank_contract() -> None:
     )
     off = node.exec_env(spec, {"NODERUN_AGENT_STORE": "0"})
     assert "TORCHELASTIC_USE_AGENT_STORE" not in off and not node.hosts_store(spec, off)
+    # a torch whose TCPStore protocol the host was not checked against keeps rank 0's store
+    assert node.hosts_store(spec, {}, torch_version="2.13.0+cu126")
+    assert not node.hosts_store(spec, {}, torch_version="2.15.0")
 
 
 def test_torchrun_mode_leaves_the_store_to_torchrun() -> None:

@@ -139,11 +139,17 @@ def exec_argv(
 AGENT_STORE_SWITCH = "NODERUN_AGENT_STORE"  # "0": rank 0's init_process_group hosts the store
 
 
-def hosts_store(spec: NodeSpec, environ: Mapping[str, str]) -> bool:
+def hosts_store(
+    spec: NodeSpec, environ: Mapping[str, str], torch_version: str | None = None
+) -> bool:
     """srun mode serves the step's TCPStore from node 0's task of rank 0, before torch starts
-    (``store_host.py``), as torchrun's agent does; ``NODERUN_AGENT_STORE=0`` turns it off for a
-    script that creates its own store on MASTER_PORT."""
-    return spec.mode is LaunchMode.SRUN and environ.get(AGENT_STORE_SWITCH, "1") != "0"
+    (``store_host.py``), as torchrun's agent does, for the torch releases whose protocol it was
+    checked against; ``NODERUN_AGENT_STORE=0`` turns it off for a script that creates its own
+    store on MASTER_PORT. Only rank 0's answer matters: the other ranks are clients either way."""
+    if spec.mode is not LaunchMode.SRUN or environ.get(AGENT_STORE_SWITCH, "1") == "0":
+        return False
+    version = torch_version or store_host.torch_version()
+    return store_host.speaks_torchs_protocol(version)
 
 
 def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:

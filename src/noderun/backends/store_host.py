@@ -24,7 +24,10 @@ import argparse
 import collections
 import contextlib
 import enum
+import functools
+import importlib.util
 import os
+import re
 import selectors
 import signal
 import socket
@@ -36,9 +39,32 @@ from typing import IO
 
 VALIDATION_MAGIC = 0x3C85F7CE
 STORE_HOST = os.path.abspath(__file__)
+# torch releases whose TCPStore client this host was checked against, byte for byte (a logging
+# proxy between torch's own server and its clients); others keep rank 0's own store
+PROTOCOL_CHECKED = ("2.13.",)
+_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 PARENT_POLL = 0.25  # seconds between checks that rank 0 still runs
 MAX_KEYS = 128 * 1024  # the libuv server's own limits: a larger count is not a TCPStore client
 MAX_PAYLOAD = 256 * 1024 * 1024
+
+
+@functools.cache
+def torch_version() -> str | None:
+    """The installed torch's version, read from its ``version.py`` without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as handle:
+            match = _VERSION.search(handle.read())
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def speaks_torchs_protocol(version: str | None) -> bool:
+    """Whether this host was checked against ``version``'s TCPStore client."""
+    return bool(version) and any(str(version).startswith(v) for v in PROTOCOL_CHECKED)
 
 
 class Query(enum.IntEnum):
