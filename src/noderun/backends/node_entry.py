@@ -198,7 +198,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
         serve_store = spec.index == 0 and hosts_store(spec, env)
-        listener = listen(spec.master_port, this_host) if serve_store else None
+        backlog = max(spec.participants, 128)  # every rank connects at once: gate, then store
+        listener = listen(spec.master_port, this_host, backlog) if serve_store else None
         gate = NodeGate(
             index=spec.index,
             total=spec.participants,
