@@ -3,7 +3,10 @@ real sockets on this machine."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -230,3 +233,32 @@ def test_run_dir_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.chdir(tmp_path)
     spec = _resolve(["--nproc-per-node=1", "--run-dir=runs/x"], STEP)
     assert spec.run_dir == tmp_path / "runs" / "x"
+
+
+@pytest.mark.parametrize(("switch", "seen"), [(None, "True"), ("0", "None")], ids=["on", "off"])
+def test_a_rank_run_in_place_gets_the_store_decision_of_its_environment(
+    tmp_path: Path, switch: str | None, seen: str
+) -> None:
+    """srun mode's node entry becomes the rank in its own process: the rank's variables follow
+    NODERUN_AGENT_STORE as the store host does (off: rank 0 must serve the store itself)."""
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint('AGENT', os.environ.get('TORCHELASTIC_USE_AGENT_STORE'))\n")
+    step = {
+        **STEP,
+        "SLURM_STEP_NODELIST": "localhost",
+        "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_STEP_NUM_NODES": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "1",
+        "SLURM_NODEID": "0",
+        "SLURM_PROCID": "0",
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "NODERUN_"))}
+    env.update(step, **({"NODERUN_AGENT_STORE": switch} if switch else {}))
+    result = subprocess.run(
+        [sys.executable, "-m", "noderun.node", "--mode=srun", "--nproc-per-node=1",
+         "--master-addr=127.0.0.1", f"--master-port={free_port()}", f"--run-dir={tmp_path}",
+         "--", str(script)],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"AGENT {seen}" in result.stdout.splitlines()

@@ -152,8 +152,11 @@ def hosts_store(
     return store_host.speaks_torchs_protocol(version)
 
 
-def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """torch's variables (the same in both modes) plus noderun's rank contract."""
+def exec_env(
+    spec: NodeSpec, environ: Mapping[str, str], agent_store: bool | None = None
+) -> dict[str, str]:
+    """torch's variables (the same in both modes) plus noderun's rank contract; ``agent_store``:
+    whether node 0 serves the store (``hosts_store``, asked of ``environ`` when not given)."""
     env = dict(environ)
     env.update(
         MASTER_ADDR=spec.master_addr,
@@ -175,7 +178,7 @@ def exec_env(spec: NodeSpec, environ: Mapping[str, str]) -> dict[str, str]:
             ROLE_WORLD_SIZE=str(spec.world_size),
             GROUP_WORLD_SIZE=str(spec.nnodes),
         )
-    if hosts_store(spec, environ):
+    if hosts_store(spec, environ) if agent_store is None else agent_store:
         # torch's env:// and tcp:// rendezvous then connect every rank, rank 0 too, as a client
         env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
         env.setdefault("TORCHELASTIC_RESTART_COUNT", "0")
@@ -197,7 +200,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
-        serve_store = spec.index == 0 and hosts_store(spec, env)
+        agent_store = hosts_store(spec, env)  # decided once: rank 0's store and its variables
+        serve_store = spec.index == 0 and agent_store
         backlog = max(spec.participants, 128)  # every rank connects at once: gate, then store
         listener = listen(spec.master_port, this_host, backlog) if serve_store else None
         gate = NodeGate(
@@ -229,6 +233,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # rank entry would run it after an exec (nothing of torch is imported yet)
         from noderun import rank_entry
 
-        os.environ.update(exec_env(spec, {}))
+        os.environ.update(exec_env(spec, os.environ, agent_store))
         rank_entry.main(new_argv[2:])
-    os.execve(new_argv[0], new_argv, exec_env(spec, env))
+    os.execve(new_argv[0], new_argv, exec_env(spec, env, agent_store))
