@@ -164,11 +164,7 @@ def hosted(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """The store host in its own process (as node 0's task starts it), on a free port."""
     port = free_port()
     listener = listen(port, "this host")
-    host = subprocess.Popen(
-        [sys.executable, store_host.STORE_HOST, "--fd", str(listener.fileno()),
-         "--log", str(tmp_path / "store.log")],
-        pass_fds=(listener.fileno(),),
-    )  # fmt: skip
+    host = store_host.spawn(listener, str(tmp_path / "store.log"))
     listener.close()
     yield port, host
     host.send_signal(signal.SIGTERM)
@@ -271,7 +267,7 @@ def test_the_host_leaves_with_its_parent(tmp_path: Path) -> None:
             listener = socket.socket()
             listener.bind(("127.0.0.1", 0))
             listener.listen()
-            pid = store_host.spawn(listener, None)
+            pid = store_host.spawn(listener, None).pid
             open({str(pid_file)!r}, "w").write(str(pid))
             time.sleep(0.5)
             """)],

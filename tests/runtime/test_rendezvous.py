@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -77,10 +75,7 @@ def test_under_an_agent_store_rank_0_is_a_client_too() -> None:
     to listen there, and the arrival check still works through the hosted store."""
     port = free_port()
     listener = listen(port, "this host")
-    host = subprocess.Popen(
-        [sys.executable, store_host.STORE_HOST, "--fd", str(listener.fileno())],
-        pass_fds=(listener.fileno(),),
-    )
+    host = store_host.spawn(listener, None)
     listener.close()
     stores: dict[int, Any] = {}
     errors: list[BaseException] = []

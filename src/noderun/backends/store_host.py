@@ -35,7 +35,10 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:  # the host process itself never needs subprocess
+    import subprocess
 
 VALIDATION_MAGIC = 0x3C85F7CE
 STORE_HOST = os.path.abspath(__file__)
@@ -427,9 +430,13 @@ class StoreHost:
         conn.sock.close()
 
 
-def spawn(listener: socket.socket, log_path: str | None) -> int:
-    """Start the host on ``listener`` (inherited, already listening) as a child of this process;
-    returns its pid. Its stdio is not the task's: srun's output closes when the ranks end."""
+_spawned: list[subprocess.Popen[bytes]] = []  # kept: a dropped Popen warns while its child runs
+
+
+def spawn(listener: socket.socket, log_path: str | None) -> subprocess.Popen[bytes]:
+    """Start the host on ``listener`` (inherited, already listening) as a child of this process,
+    leaving when this process is gone. Its stdio is not the task's: srun's output closes when the
+    ranks end."""
     import subprocess
 
     fd = listener.fileno()
@@ -444,7 +451,8 @@ def spawn(listener: socket.socket, log_path: str | None) -> int:
         stderr=subprocess.DEVNULL,
         close_fds=True,
     )
-    return child.pid
+    _spawned.append(child)
+    return child
 
 
 def main(argv: list[str] | None = None) -> int:
