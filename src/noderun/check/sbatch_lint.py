@@ -84,7 +84,9 @@ class _Resources:
         return (self.ntasks or 1) > 1 or (self.ntasks_per_node or 1) > 1
 
 
-def lint_sbatch(text: str) -> list[Finding]:
+def lint_sbatch(
+    text: str, *, script_path: object = None, submit_dir: object = None
+) -> list[Finding]:
     """Every launch mistake in ``text`` (an sbatch script), in line order."""
     lines = list(_logical_lines(text))
     resources, late = _directives(lines)
