@@ -174,7 +174,9 @@ def script_language(text: str) -> str:
             return "bash"
         return name
     body = [ln.strip() for ln in text.split("\n") if ln.strip() and not ln.strip().startswith("#")]
-    if body and any(re.match(r"(import \w|from [\w.]+ import |def \w+\(|if __name__)", ln) for ln in body[:20]):
+    if body and any(
+        re.match(r"(import \w|from [\w.]+ import |def \w+\(|if __name__)", ln) for ln in body[:20]
+    ):
         return "python"
     if body and any(re.match(r"(setenv \w|set \w+\s*=)", ln) for ln in body[:20]):
         return "csh"
@@ -232,7 +234,9 @@ class _Linter:
         yield from self._check_outputs()
 
     # --- walking the batch shell -------------------------------------------------------
-    def _walk(self, commands: list[RawCommand], positional: tuple[str, ...], depth: int = 0) -> None:
+    def _walk(
+        self, commands: list[RawCommand], positional: tuple[str, ...], depth: int = 0
+    ) -> None:
         i = 0
         while i < len(commands):
             cmd = commands[i]
@@ -260,8 +264,10 @@ class _Linter:
             for raw in raws:
                 self._assign(raw, exported=self.export_all)
             return
-        if head in ("export", "declare", "typeset", "readonly", "local") :
-            exported = head == "export" or any(w.text.startswith("-") and "x" in w.text for w in words[1:])
+        if head in ("export", "declare", "typeset", "readonly", "local"):
+            exported = head == "export" or any(
+                w.text.startswith("-") and "x" in w.text for w in words[1:]
+            )
             for raw in raws[1:]:
                 if raw.startswith("-"):
                     continue
@@ -381,7 +387,7 @@ class _Linter:
             if not words:
                 continue
             raws = raw_words(raw.text)
-            if raws and all(assignment(r) for r in raws) or words[0].text in ("export", "local"):
+            if (raws and all(assignment(r) for r in raws)) or words[0].text in ("export", "local"):
                 for r in raws:
                     parsed = assignment(r)
                     if parsed:
@@ -402,7 +408,14 @@ class _Linter:
         nodes = _int(opts.get("--nodes") or opts.get("-N"))
         if nodes is None and ("-w" in opts or "--nodelist" in opts):
             nodelist = opts.get("-w") or opts.get("--nodelist") or ""
-            nodes = 1 if nodelist and "," not in nodelist and "[" not in nodelist and UNKNOWN not in nodelist else None
+            nodes = (
+                1
+                if nodelist
+                and "," not in nodelist
+                and "[" not in nodelist
+                and UNKNOWN not in nodelist
+                else None
+            )
         has_nodes = "--nodes" in opts or "-N" in opts
         ntasks_text = opts.get("--ntasks") or opts.get("-n")
         ntasks = _int(ntasks_text)
@@ -559,7 +572,14 @@ class _Linter:
                 continue
             made_later = any(_same_dir(folder, made) for made in self.mkdirs)
             if _OUTPUT_PATTERN.search(folder):
-                yield _output_dir(number, option, folder, "names a folder that cannot exist before the job starts (sbatch never creates folders)", Severity.ERROR)
+                yield _output_dir(
+                    number,
+                    option,
+                    folder,
+                    "names a folder that cannot exist before the job starts "
+                    "(sbatch never creates folders)",
+                    Severity.ERROR,
+                )
                 continue
             if "$" in folder:
                 continue
@@ -578,9 +598,22 @@ class _Linter:
             if not missing:
                 continue
             if made_later:
-                yield _output_dir(number, option, folder, "does not exist, and this script creates it only after sbatch needed it: the job fails with no output", Severity.ERROR)
+                yield _output_dir(
+                    number,
+                    option,
+                    folder,
+                    "does not exist, and this script creates it only after sbatch needed it: "
+                    "the job fails with no output",
+                    Severity.ERROR,
+                )
             elif not Path(folder).expanduser().is_absolute():
-                yield _output_dir(number, option, folder, "does not exist where the job starts: the job fails with no output", Severity.ERROR)
+                yield _output_dir(
+                    number,
+                    option,
+                    folder,
+                    "does not exist where the job starts: the job fails with no output",
+                    Severity.ERROR,
+                )
 
     def _folder_missing(self, folder: str) -> bool | None:
         """Whether the folder is absent (None: no file checks asked for)."""
@@ -697,7 +730,13 @@ def _dequote_for_join(value_text: str) -> str:
         if ch == "'":
             end = value_text.find("'", i + 1)
             end = n if end < 0 else end
-            out.append(value_text[i + 1 : end].replace("\\", "\\\\").replace("$", "\\$").replace('"', '\\"').replace("`", "\\`"))
+            out.append(
+                value_text[i + 1 : end]
+                .replace("\\", "\\\\")
+                .replace("$", "\\$")
+                .replace('"', '\\"')
+                .replace("`", "\\`")
+            )
             i = end + 1
         elif ch == '"':
             i += 1
@@ -726,7 +765,9 @@ def _function_name(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _function_body(commands: list[RawCommand], i: int, header: RawCommand) -> tuple[list[RawCommand], int]:
+def _function_body(
+    commands: list[RawCommand], i: int, header: RawCommand
+) -> tuple[list[RawCommand], int]:
     body: list[RawCommand] = []
     depth = 1 if header.text.rstrip().endswith("{") else 0
     if depth == 0 and i < len(commands) and commands[i].text.strip() == "{":
@@ -787,7 +828,9 @@ def _unwrap(words: list[Word]) -> list[Word]:
     while i < len(words):
         text = words[i].text
         base = _base(text)
-        if assignment(text) and (i == 0 or _base(words[i - 1].text) in _WRAPPERS or assignment(words[i - 1].text)):
+        if assignment(text) and (
+            i == 0 or _base(words[i - 1].text) in _WRAPPERS or assignment(words[i - 1].text)
+        ):
             i += 1
         elif base in _WRAPPERS:
             i += 1
@@ -809,7 +852,11 @@ def _unwrap(words: list[Word]) -> list[Word]:
             i += 2
             while i < len(words) and words[i].text.startswith("-"):
                 i += 2 if words[i].text in ("-n", "-p", "--name", "--prefix") else 1
-        elif base.endswith(".sh") and i + 1 < len(words) and _kind([*words[i + 1 :]], True) in ("python", "spawner"):
+        elif (
+            base.endswith(".sh")
+            and i + 1 < len(words)
+            and _kind([*words[i + 1 :]], True) in ("python", "spawner")
+        ):
             i += 1  # a wrapper script that runs the rest (install.sh python …)
         else:
             break
@@ -837,7 +884,12 @@ def _strip_container(words: list[Word]) -> list[Word]:
         i += 1
     while i < len(words) and words[i].text.startswith("-"):
         flag = words[i].text
-        i += 1 if "=" in flag or flag in ("--nv", "--rocm", "--cleanenv", "-e", "--contain", "--writable") else 2
+        i += (
+            1
+            if "=" in flag
+            or flag in ("--nv", "--rocm", "--cleanenv", "-e", "--contain", "--writable")
+            else 2
+        )
     if _base(words[0].text) != "singularity_wrapper":
         i += 1  # the image
     return words[i:]
@@ -856,10 +908,15 @@ def _srun_split(words: list[Word]) -> tuple[list[tuple[str, str]], list[Word]]:
                 name, value = text.split("=", 1)
                 options.append((name, value))
                 i += 1
-            elif text in _SRUN_FLAGS or i + 1 >= len(words):
-                options.append((text, ""))
-                i += 1
-            elif _kind(_unwrap(words[i + 1 :]), True) and not words[i + 1].text.startswith("-") and _looks_like_program(words[i + 1].text):
+            elif (
+                text in _SRUN_FLAGS
+                or i + 1 >= len(words)
+                or (
+                    _kind(_unwrap(words[i + 1 :]), True)
+                    and not words[i + 1].text.startswith("-")
+                    and _looks_like_program(words[i + 1].text)
+                )
+            ):
                 options.append((text, ""))
                 i += 1
             else:
@@ -881,7 +938,13 @@ def _srun_split(words: list[Word]) -> tuple[list[tuple[str, str]], list[Word]]:
 
 def _looks_like_program(word: str) -> bool:
     base = _base(word)
-    return bool(_PYTHON.match(base)) or base in ("torchrun", "accelerate", "deepspeed", "bash", "sh")
+    return bool(_PYTHON.match(base)) or base in (
+        "torchrun",
+        "accelerate",
+        "deepspeed",
+        "bash",
+        "sh",
+    )
 
 
 def _gpus_from_options(opts: dict[str, str], tasks: int | None, nodes: int | None) -> int | None:
@@ -924,7 +987,11 @@ def _kind(program: list[Word], under_srun: bool) -> str:
             return ""
         if k < len(rest) and rest[k] == "-m":
             module = rest[k + 1] if k + 1 < len(rest) else ""
-            if module in ("torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch"):
+            if module in (
+                "torch.distributed.run",
+                "torch.distributed.launch",
+                "accelerate.commands.launch",
+            ):
                 return "spawner"
             if module in ("deepspeed.launcher.runner", "deepspeed"):
                 return "spawner" if under_srun else "self"
@@ -964,7 +1031,9 @@ def _dynamic_rendezvous(words: list[Word]) -> bool:
     """torchrun ignores --node_rank under the c10d/etcd rendezvous (ranks come from the store)."""
     texts = [w.text for w in words]
     for k, text in enumerate(texts):
-        value = text.split("=", 1)[1] if "=" in text else (texts[k + 1] if k + 1 < len(texts) else "")
+        value = (
+            text.split("=", 1)[1] if "=" in text else (texts[k + 1] if k + 1 < len(texts) else "")
+        )
         if re.match(r"--rdzv[-_]backend", text) and value in ("c10d", "etcd", "etcd-v2"):
             return True
         if re.match(r"--rdzv[-_]conf", text) and re.search(r"rdzv_backend=(c10d|etcd)", value):
@@ -977,8 +1046,16 @@ def _literal_node_rank(words: list[Word]) -> str | None:
     for k, text in enumerate(texts):
         match = re.fullmatch(r"--(?:node[-_]rank|machine[-_]rank)(?:=(.*))?", text)
         if match:
-            value = match.group(1) if match.group(1) is not None else (texts[k + 1] if k + 1 < len(texts) else "")
-            source = words[k] if match.group(1) is not None else (words[k + 1] if k + 1 < len(words) else None)
+            value = (
+                match.group(1)
+                if match.group(1) is not None
+                else (texts[k + 1] if k + 1 < len(texts) else "")
+            )
+            source = (
+                words[k]
+                if match.group(1) is not None
+                else (words[k + 1] if k + 1 < len(words) else None)
+            )
             if value.isdigit() and source is not None and not source.batch_vars:
                 return value
     return None
@@ -1019,8 +1096,8 @@ def _launcher_once(launch: _Launch, res: _Resources) -> Finding:
         "torchrun-once",
         f"`{_command_text(launch.words)}` runs once for the whole job, on the first of "
         f"{res.nodes} nodes; the other nodes never start their workers",
-        f"start one {name} per node: srun --ntasks-per-node=1 bash -c '… --node_rank=$SLURM_NODEID …' "
-        "(single quotes), or `noderun submit`",
+        f"start one {name} per node: srun --ntasks-per-node=1 bash -c "
+        "'… --node_rank=$SLURM_NODEID …' (single quotes), or `noderun submit`",
     )
 
 

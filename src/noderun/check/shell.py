@@ -35,6 +35,8 @@ def batch_mark(name: str) -> str:
 def display(text: str) -> str:
     """A word as a user would read it (the batch shell's per-task values shown as 0)."""
     return _MARKED.sub("0", text).replace(UNKNOWN, "…")
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=(.*)$", re.S)
 _KEYWORDS = frozenset({"then", "do", "else", "elif", "if", "while", "until", "!", "{", "(", "time"})
@@ -179,7 +181,11 @@ class _ScanState:
                 cur.append(ch)
                 i += 1
                 continue
-            if ch == "#" and top in ("", "$(", "=(") and (not cur or cur[-1][-1:].isspace() or cur[-1][-1:] in ";&|("):
+            if (
+                ch == "#"
+                and top in ("", "$(", "=(")
+                and (not cur or cur[-1][-1:].isspace() or cur[-1][-1:] in ";&|(")
+            ):
                 break
             if ch in "'\"`":
                 self.stack.append(ch)
@@ -346,7 +352,9 @@ class Expander:
         flush()
         return out
 
-    def _dollar(self, text: str, i: int, *, quoted: bool) -> tuple[str | tuple[str, ...] | None, int]:
+    def _dollar(
+        self, text: str, i: int, *, quoted: bool
+    ) -> tuple[str | tuple[str, ...] | None, int]:
         """Expand the ``$…`` or backquote at ``i``: (value, next index)."""
         if text[i] == "`":
             end = _matching(text, i + 1, "`")
@@ -404,7 +412,11 @@ class Expander:
             return UNKNOWN if value else ""
         if rest:  # ${x:0:9}, ${x%%pat} …: derived from the value, not the value
             value = self._lookup(name)
-            return "" if value == "" else UNKNOWN + "".join(batch_mark(n) for n in _MARKED.findall(value or ""))
+            return (
+                ""
+                if value == ""
+                else UNKNOWN + "".join(batch_mark(n) for n in _MARKED.findall(value or ""))
+            )
         return self._lookup(name)
 
     def _lookup(self, name: str, missing_ok: bool = False) -> str | None:
@@ -423,17 +435,18 @@ class Expander:
         if not self.batch:
             return ""
         found = set()
-        pattern = r"\$\{?(%s)\b" if not bare else r"(?<![A-Za-z0-9_\\])\$?\{?(%s)\b"
         for name in PER_TASK:
             if name in self.env:
                 continue
-            for match in re.finditer(pattern % name, inner):
+            prefix = r"(?<![A-Za-z0-9_\\])\$?" if bare else r"\$"
+            pattern = prefix + rf"\{{?({name})\b"
+            for match in re.finditer(pattern, inner):
                 if inner[max(0, match.start() - 1)] != "\\" or match.start() == 0:
                     found.add(name)
         # single-quoted parts of a command substitution are not expanded: drop them
         if "'" in inner and not bare:
             unquoted = re.sub(r"'[^']*'", "", inner)
-            found = {n for n in found if re.search(r"\$\{?%s\b" % n, unquoted)}
+            found = {n for n in found if re.search(rf"\$\{{?{n}\b", unquoted)}
         return "".join(batch_mark(n) for n in sorted(found))
 
 
@@ -489,7 +502,7 @@ def strip_keywords(words: list[Word]) -> list[Word]:
     rest = words[i:]
     if rest and rest[0].text in _CLOSERS:
         return []
-    if rest and rest[0].text in ("for", "case", "select", "function") or (
+    if (rest and rest[0].text in ("for", "case", "select", "function")) or (
         rest and rest[0].text.endswith("()")
     ):
         return []
