@@ -103,9 +103,18 @@ def main(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+_MAX_BYTES = 4 * 1024 * 1024  # far above any batch script; a bigger file is something else
+
+
 def _read(name: str) -> str:
     path = Path(name)
     try:
+        size = path.stat().st_size
+        if size > _MAX_BYTES and path.is_file():
+            raise UsageError(
+                f"{name} is {size // (1024 * 1024)} MB, not a batch script",
+                "pass the sbatch script itself",
+            )
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"no such batch script: {name}", "check the path") from None
