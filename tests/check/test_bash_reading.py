@@ -11,6 +11,7 @@ from noderun.check import Severity, lint_sbatch, script_language
 from noderun.check.shell import Expander, Var, split_commands
 
 HEAD = "#!/bin/bash\n#SBATCH --nodes=2\n"
+DDP = "export MASTER_ADDR=$(hostname)\n"  # a sign that the tasks are ranks of one program
 
 
 def errors(text: str, **kw: Path) -> list[tuple[int, str]]:
@@ -111,18 +112,18 @@ def warnings(text: str) -> list[str]:
         ('launch() {\n  srun torchrun --node_rank=$SLURM_NODEID "$1"\n}\n', []),
         # gpus vs tasks in every spelling
         (
-            "#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-task=4\nsrun python t.py\n",
-            [(5, "gpus-vs-tasks")],
+            "#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-task=4\n" + DDP + "srun python t.py\n",
+            [(6, "gpus-vs-tasks")],
         ),
         ("#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-task=1\nsrun python t.py\n", []),
         ("#SBATCH --ntasks-per-node=4\n#SBATCH --gpus=8\nsrun python t.py\n", []),
         (
-            "#SBATCH --ntasks-per-node=4\n#SBATCH --gpus=16\nsrun python t.py\n",
-            [(5, "gpus-vs-tasks")],
+            "#SBATCH --ntasks-per-node=4\n#SBATCH --gpus=16\n" + DDP + "srun python t.py\n",
+            [(6, "gpus-vs-tasks")],
         ),
         (
-            "#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:a100:1\nsrun python t.py\n",
-            [(5, "gpus-vs-tasks")],
+            "#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:a100:1\n" + DDP + "srun python t.py\n",
+            [(6, "gpus-vs-tasks")],
         ),
         ("#SBATCH --ntasks-per-node=8\n#SBATCH --gres=gpu:8\nsrun --ntasks=1 python t.py\n", []),
         # stas00-lightning-one-task: Lightning, 2 nodes, 1 task per node, 8 GPUs
@@ -133,7 +134,7 @@ def warnings(text: str) -> list[str]:
         # lightning-20391-ntasks-one: --ntasks caps the tasks below --ntasks-per-node
         (
             "#SBATCH --ntasks=1\n#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:2\n"
-            "srun python t.py\n",
+            "srun python train_lightning.py\n",
             [(6, "gpus-vs-tasks")],
         ),
         # cgcnn2-output-jobid-dir: a %j folder cannot exist before the job
@@ -156,6 +157,14 @@ def test_warnings_where_unsure() -> None:
     # one task with 4 GPUs on one node: fine for a program that starts its own processes
     single = "#!/bin/bash\n#SBATCH --ntasks=1\n#SBATCH --gres=gpu:4\nsrun python t.py\n"
     assert errors(single) == [] and warnings(single) == ["gpus-vs-tasks"]
+    # several tasks, no sign of a distributed program: maybe independent copies
+    copies = "#!/bin/bash\n#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:1\nsrun python t.py\n"
+    assert errors(copies) == [] and warnings(copies) == ["gpus-vs-tasks"]
+    ranks = copies.replace("srun", DDP + "srun")
+    assert errors(ranks) == [(5, "gpus-vs-tasks")]
+    one_node = "#!/bin/bash\n#SBATCH --ntasks=4\npython prep.py\n"
+    assert errors(one_node) == [] and warnings(one_node) == ["missing-srun"]
+    assert errors(one_node.replace("python", DDP + "python")) == [(4, "missing-srun")]
     late = HEAD + "echo hi\n#SBATCH --time=10\n"
     assert errors(late) == [] and warnings(late) == ["late-directive"]
     mkdir_late = HEAD + "#SBATCH --output=logs/x.out\nmkdir -p logs\n"
@@ -270,3 +279,12 @@ def test_split_commands_lines() -> None:
         (1, "A=1"), (1, 'B="x'), (3, "run"), (5, "cat"), (8, "last"),
     ]  # fmt: skip
     assert commands[3].heredocs[0].body == "body $A"
+
+
+def test_program_file_is_the_sign_with_file_checks(tmp_path: Path) -> None:
+    text = "#!/bin/bash\n#SBATCH --ntasks-per-node=2\n#SBATCH --gres=gpu:1\nsrun python t.py\n"
+    kw = {"script_path": tmp_path / "job.sh", "submit_dir": tmp_path}
+    (tmp_path / "t.py").write_text("print('independent copy')\n")
+    assert errors(text, **kw) == []
+    (tmp_path / "t.py").write_text("import torch.distributed as d\nd.init_process_group('nccl')\n")
+    assert errors(text, **kw) == [(4, "gpus-vs-tasks")]

@@ -72,6 +72,17 @@ _FIXED_PORT = re.compile(
 )
 _CUDA_VISIBLE = re.compile(r"CUDA_VISIBLE_DEVICES=(\S+)")
 _LIGHTNING = re.compile(r"lightning|\bPTL\b|\bPL_[A-Z]", re.I)
+# signs that the program is one rank of a distributed job (else several tasks may be meant as
+# independent copies, or one process may drive several GPUs itself)
+_DISTRIBUTED = re.compile(
+    r"MASTER_ADDR|MASTER_PORT|WORLD_SIZE|torch\.distributed|torchrun|\bddp\b|nccl|lightning"
+    r"|\bPL_[A-Z]|--distributed|deepspeed|accelerate|dist[-_]url|init_method|--launcher|horovod",
+    re.I,
+)
+_DISTRIBUTED_CODE = re.compile(
+    r"init_process_group|DistributedDataParallel|lightning|Trainer\(|accelerate|deepspeed"
+    r"|horovod|torch\.distributed",
+)
 _OUTPUT_PATTERN = re.compile(r"%[0-9]*[jJAaNnst]")
 _RESOURCE_DIRECTIVES = ("--nodes", "-N", "--ntasks", "-n", "--ntasks-per-node", "--gres")
 _RESOURCE_DIRECTIVES_2 = ("--gpus", "-G", "--gpus-per-node", "--gpus-per-task", "--partition", "-p")
@@ -204,6 +215,7 @@ class _Linter:
         self.submit_dir = submit_dir
         self.res, self.findings = _directives(text)
         self.lightning = bool(_LIGHTNING.search(text))
+        self.distributed = bool(_DISTRIBUTED.search(text))
         self.env: dict[str, Var] = {}
         self.export_all = False
         self.functions: dict[str, list[RawCommand]] = {}
@@ -461,7 +473,8 @@ class _Linter:
             kind = _kind(words, launch.step is not None)
             if launch.step is None:
                 if kind == "python" and res.many_tasks and not srun_launch:
-                    yield _missing_srun(launch, res)
+                    sure = (res.nodes or 1) > 1 or self._is_distributed(launch)
+                    yield _missing_srun(launch, res, sure)
                 if kind == "spawner" and (res.nodes or 1) > 1:
                     yield _launcher_once(launch, res)
             else:
@@ -494,12 +507,17 @@ class _Linter:
         if tasks == gpus:
             return
         fix = f"#SBATCH --ntasks-per-node={gpus} (one task per GPU), or --gpus-per-node={tasks}"
+        sure = self._is_distributed(launch)
+        unsure = " (fine only if the tasks are not ranks of one distributed program)"
         if tasks > gpus:
             problem = (
                 f"srun starts {tasks} task(s) per node but the job has {gpus} GPU(s) per node: "
                 "ranks share a GPU (NCCL fails with 'Duplicate GPU detected')"
             )
-            yield Finding(launch.line, Severity.ERROR, "gpus-vs-tasks", problem, fix)
+            severity = Severity.ERROR if sure else Severity.WARNING
+            yield Finding(
+                launch.line, severity, "gpus-vs-tasks", problem + ("" if sure else unsure), fix
+            )
             return
         problem = (
             f"srun starts {tasks} task(s) per node but the job has {gpus} GPU(s) per node: "
@@ -517,16 +535,33 @@ class _Linter:
                 f" (--ntasks={res.ntasks} caps the job below --ntasks-per-node="
                 f"{res.ntasks_per_node})"
             )
-        if tasks > 1 or capped or (multi and self.lightning):
+        if sure and (tasks > 1 or capped or (multi and self.lightning)):
             yield Finding(launch.line, Severity.ERROR, "gpus-vs-tasks", problem, fix)
         else:
             yield Finding(
                 launch.line,
                 Severity.WARNING,
                 "gpus-vs-tasks",
-                problem + " (fine only if the program starts one process per GPU itself)",
+                problem + " (fine only if each process drives several GPUs itself)",
                 fix,
             )
+
+    def _is_distributed(self, launch: _Launch) -> bool:
+        """Whether the script or (with file checks) the program shows it is one rank of many."""
+        if self.distributed:
+            return True
+        path = _script_argument(list(launch.words), "python")
+        if self.submit_dir is None or path is None or UNKNOWN in path:
+            return False
+        for base in (self._workdir(), self.script_dir):
+            candidate = (base / path) if base is not None else Path(path)
+            try:
+                if candidate.is_file():
+                    with candidate.open(encoding="utf-8", errors="replace") as handle:
+                        return bool(_DISTRIBUTED_CODE.search(handle.read(256 * 1024)))
+            except OSError:
+                return False
+        return False
 
     def _check_script_path(self, launch: _Launch, kind: str) -> Iterator[Finding]:
         if self.submit_dir is None or launch.cd_before or launch.in_container:
@@ -1074,16 +1109,21 @@ def _command_text(words: tuple[Word, ...] | list[Word], limit: int = 4) -> str:
     return " ".join(texts[:limit]) + (" …" if len(texts) > limit else "")
 
 
-def _missing_srun(launch: _Launch, res: _Resources) -> Finding:
+def _missing_srun(launch: _Launch, res: _Resources, sure: bool) -> Finding:
     tasks = res.ntasks or (res.ntasks_per_node or 1) * (res.nodes or 1)
     full = " ".join(display(w.text) for w in launch.words)
-    return Finding(
-        launch.line,
-        Severity.ERROR,
-        "missing-srun",
+    problem = (
         f"`{_command_text(launch.words)}` is not under srun, but the job asks for {tasks} tasks: "
         f"one process starts, waits for {tasks - 1} that never exist, and the job hangs until "
-        "its timeout",
+        "its timeout"
+    )
+    if not sure:
+        problem += " (if it is one rank of a distributed program; a single process needs 1 task)"
+    return Finding(
+        launch.line,
+        Severity.ERROR if sure else Severity.WARNING,
+        "missing-srun",
+        problem,
         f"srun {full}",
     )
 
