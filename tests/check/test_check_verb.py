@@ -127,3 +127,16 @@ def test_bad_submit_dir_and_huge_file(tmp_path: Path) -> None:
     result = noderun(["check", str(huge)])
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "not a batch script" in result.stderr
+
+
+def test_other_encoding_and_empty(tmp_path: Path) -> None:
+    latin = tmp_path / "latin1.sbatch"
+    latin.write_bytes(
+        "#!/bin/bash\n# entraînement\n#SBATCH -N 2\ntorchrun t.py\n".encode("latin-1")
+    )
+    result = noderun(["check", "--no-file-checks", str(latin)])
+    assert result.returncode == 1 and ":4: `torchrun t.py` runs once" in result.stdout
+    empty = tmp_path / "empty.sbatch"
+    empty.write_text("")
+    result = noderun(["check", str(empty)])
+    assert result.returncode == 0 and result.stdout == f"{empty}: empty, nothing to check\n"

@@ -88,6 +88,9 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
     else:
         for name, findings in results.items():
+            if not texts[name].strip():
+                print(f"{name}: empty, nothing to check")
+                continue
             if languages[name] != "bash":
                 print(
                     f"{name}: not a bash batch script ({languages[name]}); noderun check reads "
@@ -115,14 +118,18 @@ def _read(name: str) -> str:
                 f"{name} is {size // (1024 * 1024)} MB, not a batch script",
                 "pass the sbatch script itself",
             )
-        return path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise UsageError(f"no such batch script: {name}", "check the path") from None
     except IsADirectoryError:
         raise UsageError(
             f"{name} is a directory, not a batch script", "name the .sbatch file"
         ) from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise UsageError(
             f"cannot read {name}: {err.__class__.__name__}", "pass a readable text batch script"
         ) from None
+    if b"\x00" in data:
+        raise UsageError(f"{name} is binary, not a batch script", "pass the sbatch script itself")
+    # bash reads bytes: a comment in Latin-1 is no reason to refuse the script
+    return data.decode("utf-8", errors="replace")
