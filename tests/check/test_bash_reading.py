@@ -152,6 +152,12 @@ def test_reads_like_bash(body: str, expected: list[tuple[int, str]]) -> None:
 
 
 def test_warnings_where_unsure() -> None:
+    # srun -N 2 --ntasks-per-node=1 inside 2x8 tasks: ignored by Slurm 22.05 (the lab: srun warns
+    # "can't honor --ntasks-per-node" and starts 8 per node), honoured by newer releases
+    maybe = HEAD + "#SBATCH --ntasks-per-node=8\nsrun -N 2 --ntasks-per-node=1 torchrun t.py\n"
+    assert errors(maybe) == [] and warnings(maybe) == ["launcher-per-task"]
+    sure = HEAD + "#SBATCH --ntasks-per-node=8\nsrun -N 2 -n 2 --ntasks-per-node=1 torchrun t.py\n"
+    assert lint_sbatch(sure) == []
     c10d = HEAD + "srun torchrun --node_rank=$SLURM_NODEID --rdzv_backend=c10d t.py\n"
     assert warnings(c10d) == ["expands-in-batch-shell"]
     # one task with 4 GPUs on one node: fine for a program that starts its own processes

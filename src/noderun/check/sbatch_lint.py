@@ -161,6 +161,10 @@ class _Step:
     gpus_per_node: int | None
     nodes: int | None
     container: bool = False
+    # srun --ntasks-per-node against the job's task count without -n: srun ignores it (it takes
+    # SLURM_NTASKS from the batch environment); Slurm 22.05 ignores it with -N too (measured on
+    # the lab), newer releases honour it with -N. Here: the tasks per node if it is ignored.
+    tasks_if_ignored: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -435,16 +439,18 @@ class _Linter:
         job_nodes = res.nodes or 1 if res.nodes is not None else None
         step_nodes = nodes if nodes is not None else (job_nodes if not has_nodes else None)
         tasks: int | None
+        if_ignored = None
         if "--ntasks-per-node" in opts:
             total = res.total_tasks
-            ignored = (
-                not has_nodes
-                and ntasks_text is None
+            conflict = (
+                ntasks_text is None
                 and total is not None
                 and per_node is not None
-                and total != per_node * (res.nodes or 1)
+                and total != per_node * (step_nodes or res.nodes or 1)
             )
-            tasks = res.tasks_per_node if ignored else per_node
+            tasks = res.tasks_per_node if conflict and not has_nodes else per_node
+            if conflict and has_nodes:
+                if_ignored = res.tasks_per_node
         elif ntasks_text is not None:
             if ntasks is None:
                 tasks = None
@@ -459,7 +465,7 @@ class _Linter:
             if res.gpus_per_task is not None and tasks is not None:
                 gpus = res.gpus_per_task * tasks
         container = any(k.startswith("--container-") for k in opts)
-        return _Step(tasks, gpus, step_nodes, container)
+        return _Step(tasks, gpus, step_nodes, container, if_ignored)
 
     # --- rules ---------------------------------------------------------------------------
     def _check_launches(self) -> Iterator[Finding]:
@@ -487,7 +493,9 @@ class _Linter:
         step = launch.step
         assert step is not None
         if kind == "spawner" and step.tasks_per_node is not None and step.tasks_per_node > 1:
-            yield _launcher_per_task(launch, step)
+            yield _launcher_per_task(launch, step.tasks_per_node, sure=True)
+        elif kind == "spawner" and step.tasks_if_ignored is not None and step.tasks_if_ignored > 1:
+            yield _launcher_per_task(launch, step.tasks_if_ignored, sure=False)
         batch_vars = sorted(frozenset().union(*(w.batch_vars for w in words)))
         if batch_vars and kind != "self":
             rank_only = kind == "spawner" and _rank_args_only(words, set(batch_vars))
@@ -1141,17 +1149,25 @@ def _launcher_once(launch: _Launch, res: _Resources) -> Finding:
     )
 
 
-def _launcher_per_task(launch: _Launch, step: _Step) -> Finding:
-    tasks = step.tasks_per_node
-    return Finding(
-        launch.line,
-        Severity.ERROR,
-        "launcher-per-task",
+def _launcher_per_task(launch: _Launch, tasks: int, sure: bool) -> Finding:
+    problem = (
         f"`{_command_text(launch.words)}` starts its own workers, but srun starts it {tasks} "
         f"times per node (once per task): {tasks} launchers per node each start a full set of "
-        "workers on the same GPUs",
-        "run the launcher once per node: #SBATCH --ntasks-per-node=1 (or srun -N$SLURM_NNODES "
-        "--ntasks-per-node=1), or drop the launcher and let srun start one task per GPU",
+        "workers on the same GPUs"
+    )
+    if not sure:
+        problem += (
+            " if srun ignores its --ntasks-per-node against the job's task count (Slurm 22.05 "
+            "does even with -N; newer releases honour it with -N)"
+        )
+    return Finding(
+        launch.line,
+        Severity.ERROR if sure else Severity.WARNING,
+        "launcher-per-task",
+        problem,
+        "run the launcher once per node: #SBATCH --ntasks-per-node=1, or srun -N$SLURM_NNODES "
+        "-n$SLURM_NNODES --ntasks-per-node=1 (with -n), or drop the launcher and let srun start "
+        "one task per GPU",
     )
 
 
