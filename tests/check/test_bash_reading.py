@@ -294,3 +294,10 @@ def test_program_file_is_the_sign_with_file_checks(tmp_path: Path) -> None:
     assert errors(text, **kw) == []
     (tmp_path / "t.py").write_text("import torch.distributed as d\nd.init_process_group('nccl')\n")
     assert errors(text, **kw) == [(4, "gpus-vs-tasks")]
+
+
+def test_expanded_names_the_assignment() -> None:
+    text = HEAD + 'L="torchrun --node_rank=$SLURM_NODEID"\nsrun bash -c "$L t.py"\n'
+    (finding,) = lint_sbatch(text)
+    assert finding.line == 4 and "in the assignment on line 3" in finding.problem
+    assert finding.render("job.sh").startswith("job.sh:4: $SLURM_NODEID is expanded")

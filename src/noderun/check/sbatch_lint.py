@@ -45,6 +45,7 @@ from noderun.check.shell import (
     Word,
     assignment,
     display,
+    mark_line,
     raw_words,
     split_commands,
     strip_keywords,
@@ -165,6 +166,7 @@ class _Step:
     # SLURM_NTASKS from the batch environment); Slurm 22.05 ignores it with -N too (measured on
     # the lab), newer releases honour it with -N. Here: the tasks per node if it is ignored.
     tasks_if_ignored: int | None = None
+    ignored_per_node: int | None = None  # srun's own --ntasks-per-node, ignored (see above)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,7 +280,7 @@ class _Linter:
         # assignments only: NAME=value …
         if raws and all(assignment(w) for w in raws):
             for raw in raws:
-                self._assign(raw, exported=self.export_all)
+                self._assign(raw, cmd.line, exported=self.export_all)
             return
         if head in ("export", "declare", "typeset", "readonly", "local"):
             exported = head == "export" or any(
@@ -288,7 +290,7 @@ class _Linter:
                 if raw.startswith("-"):
                     continue
                 if assignment(raw):
-                    self._assign(raw, exported=exported or self.export_all)
+                    self._assign(raw, cmd.line, exported=exported or self.export_all)
                 elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", raw):
                     var = self.env.setdefault(raw, Var(None))
                     var.exported = var.exported or exported
@@ -314,7 +316,7 @@ class _Linter:
                 self.files[target] = self._heredoc_text(doc)
         self._launch(cmd, words, cmd.heredocs)
 
-    def _assign(self, raw: str, exported: bool) -> None:
+    def _assign(self, raw: str, line: int, exported: bool) -> None:
         parsed = assignment(raw)
         if parsed is None:
             return
@@ -331,7 +333,8 @@ class _Linter:
             return
         # assignment does no word splitting: read the raw value as one double-quoted word
         one = Expander(self.env, batch=True).words(f'"{_dequote_for_join(value_text)}"')
-        self.env[name] = Var(one[0].text if one else "", exported or was_exported)
+        value = mark_line(one[0].text, line) if one else ""
+        self.env[name] = Var(value, exported or was_exported)
 
     def _heredoc_text(self, doc: Heredoc) -> str:
         if doc.quoted:
@@ -439,7 +442,7 @@ class _Linter:
         job_nodes = res.nodes or 1 if res.nodes is not None else None
         step_nodes = nodes if nodes is not None else (job_nodes if not has_nodes else None)
         tasks: int | None
-        if_ignored = None
+        if_ignored = ignored = None
         if "--ntasks-per-node" in opts:
             total = res.total_tasks
             conflict = (
@@ -449,6 +452,8 @@ class _Linter:
                 and total != per_node * (step_nodes or res.nodes or 1)
             )
             tasks = res.tasks_per_node if conflict and not has_nodes else per_node
+            if conflict and not has_nodes:
+                ignored = per_node
             if conflict and has_nodes:
                 if_ignored = res.tasks_per_node
         elif ntasks_text is not None:
@@ -465,7 +470,7 @@ class _Linter:
             if res.gpus_per_task is not None and tasks is not None:
                 gpus = res.gpus_per_task * tasks
         container = any(k.startswith("--container-") for k in opts)
-        return _Step(tasks, gpus, step_nodes, container, if_ignored)
+        return _Step(tasks, gpus, step_nodes, container, if_ignored, ignored)
 
     # --- rules ---------------------------------------------------------------------------
     def _check_launches(self) -> Iterator[Finding]:
@@ -493,14 +498,15 @@ class _Linter:
         step = launch.step
         assert step is not None
         if kind == "spawner" and step.tasks_per_node is not None and step.tasks_per_node > 1:
-            yield _launcher_per_task(launch, step.tasks_per_node, sure=True)
+            yield _launcher_per_task(launch, step.tasks_per_node, True, step.ignored_per_node)
         elif kind == "spawner" and step.tasks_if_ignored is not None and step.tasks_if_ignored > 1:
-            yield _launcher_per_task(launch, step.tasks_if_ignored, sure=False)
+            yield _launcher_per_task(launch, step.tasks_if_ignored, False)
         batch_vars = sorted(frozenset().union(*(w.batch_vars for w in words)))
         if batch_vars and kind != "self":
             rank_only = kind == "spawner" and _rank_args_only(words, set(batch_vars))
             dynamic = rank_only and _dynamic_rendezvous(words)
-            yield _expanded(launch.line, batch_vars, warning=dynamic)
+            lines = sorted(frozenset().union(*(w.batch_lines for w in words)))
+            yield _expanded(launch.line, batch_vars, dynamic, lines)
         if kind == "spawner":
             literal = _literal_node_rank(words)
             multi = (step.nodes or self.res.nodes or 1) > 1
@@ -1149,12 +1155,19 @@ def _launcher_once(launch: _Launch, res: _Resources) -> Finding:
     )
 
 
-def _launcher_per_task(launch: _Launch, tasks: int, sure: bool) -> Finding:
+def _launcher_per_task(
+    launch: _Launch, tasks: int, sure: bool, ignored: int | None = None
+) -> Finding:
     problem = (
         f"`{_command_text(launch.words)}` starts its own workers, but srun starts it {tasks} "
         f"times per node (once per task): {tasks} launchers per node each start a full set of "
         "workers on the same GPUs"
     )
+    if ignored is not None:
+        problem += (
+            f" (srun ignores its --ntasks-per-node={ignored}: without -n it takes the job's "
+            'task count, and warns "can\'t honor --ntasks-per-node")'
+        )
     if not sure:
         problem += (
             " if srun ignores its --ntasks-per-node against the job's task count (Slurm 22.05 "
@@ -1171,11 +1184,12 @@ def _launcher_per_task(launch: _Launch, tasks: int, sure: bool) -> Finding:
     )
 
 
-def _expanded(line: int, names: list[str], warning: bool) -> Finding:
+def _expanded(line: int, names: list[str], warning: bool, where: list[int]) -> Finding:
     shown = ", ".join(f"${n}" for n in names)
+    at = f" (in the assignment on line {', '.join(map(str, where))})" if where else ""
     problem = (
-        f"{shown} is expanded by the batch shell on the first node before srun runs, so every "
-        "task gets that node's value (all nodes become node 0)"
+        f"{shown} is expanded by the batch shell{at} on the first node before srun runs, so "
+        "every task gets that node's value (all nodes become node 0)"
     )
     if warning:
         problem += "; torchrun's c10d rendezvous ignores --node_rank, so only the logs are wrong"

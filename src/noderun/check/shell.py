@@ -25,11 +25,18 @@ UNKNOWN = "\x00?\x00"
 # batch task's own values (0 on the first node)
 PER_TASK = frozenset({"SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID"})
 _MARK = "\x01"  # \x01NAME\x01: the batch shell's own value of a per-task variable
-_MARKED = re.compile("\x01([A-Z_]+)\x01")
+_MARKED = re.compile("\x01([A-Z_]+)(?:@[0-9]+)?\x01")
+_MARKED_UNLINED = re.compile("\x01([A-Z_]+)\x01")
+_MARKED_LINE = re.compile("\x01[A-Z_]+@([0-9]+)\x01")
 
 
 def batch_mark(name: str) -> str:
     return f"{_MARK}{name}{_MARK}"
+
+
+def mark_line(value: str, line: int) -> str:
+    """The batch-shell markers in a variable's value, tagged with the line that set it."""
+    return _MARKED_UNLINED.sub(lambda m: f"{_MARK}{m.group(1)}@{line}{_MARK}", value)
 
 
 def display(text: str) -> str:
@@ -67,6 +74,11 @@ class Word:
     def batch_vars(self) -> frozenset[str]:
         """Per-task variables the batch shell replaced by its own value inside this word."""
         return frozenset(_MARKED.findall(self.text))
+
+    @property
+    def batch_lines(self) -> frozenset[int]:
+        """Lines of the assignments that put a batch-shell value into this word."""
+        return frozenset(int(n) for n in _MARKED_LINE.findall(self.text))
 
     @property
     def known(self) -> bool:
