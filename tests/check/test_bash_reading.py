@@ -301,3 +301,40 @@ def test_expanded_names_the_assignment() -> None:
     (finding,) = lint_sbatch(text)
     assert finding.line == 4 and "in the assignment on line 3" in finding.problem
     assert finding.render("job.sh").startswith("job.sh:4: $SLURM_NODEID is expanded")
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # a static rendezvous to an address and no node rank: every node is rank 0
+        ("srun torchrun --nnodes=2 --master_addr=$A --master_port=$P t.py", ["same-node-rank"]),
+        (
+            "srun python -m torch.distributed.launch --nnodes 2 --master_addr $A t.py",
+            ["same-node-rank"],
+        ),
+        (
+            'srun accelerate launch --num_machines 2 --main_process_ip "$A" t.py',
+            ["same-node-rank"],
+        ),
+        # …but not with a node rank per task, c10d, one node per launcher, or a config file
+        ("srun bash -c 'torchrun --nnodes=2 --node_rank=$SLURM_NODEID --master_addr=$A t.py'", []),
+        ("srun torchrun --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=$A:29400 t.py", []),
+        ("srun torchrun --nnodes=1 --master_addr=$A t.py", []),
+        ("srun torchrun --standalone --nproc_per_node=4 t.py", []),
+        (
+            "srun accelerate launch --config_file c.yaml --num_machines 2"
+            " --main_process_ip $A t.py",
+            [],
+        ),
+        # arrays: "${ARGS[@]}" is one word per element (awsome-fsdp-arrays)
+        (
+            "ARGS=(--nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=$A:1)\n"
+            'srun torchrun "${ARGS[@]}" t.py',
+            [],
+        ),
+        ('ARGS=(--nnodes=2 --master_addr=$A)\nsrun torchrun "${ARGS[@]}" t.py', ["same-node-rank"]),
+    ],
+)
+def test_implicit_node_rank(line: str, expected: list[str]) -> None:
+    text = HEAD + "export A=host P=29500\n" + line + "\n"
+    assert [code for _, code in errors(text)] == expected

@@ -512,6 +512,8 @@ class _Linter:
             multi = (step.nodes or self.res.nodes or 1) > 1
             if literal is not None and multi and not _dynamic_rendezvous(words):
                 yield _same_node_rank(launch.line, literal)
+            elif multi and not batch_vars:
+                yield from _implicit_node_rank(launch.line, words)
         if kind == "python" and step.gpus_per_node and step.tasks_per_node:
             yield from self._gpus_vs_tasks(launch, step)
 
@@ -1088,6 +1090,46 @@ def _dynamic_rendezvous(words: list[Word]) -> bool:
         if re.match(r"--rdzv[-_]conf", text) and re.search(r"rdzv_backend=(c10d|etcd)", value):
             return True
     return False
+
+
+def _implicit_node_rank(line: int, words: list[Word]) -> Iterator[Finding]:
+    """A launcher srun starts on several nodes with no node rank and a static rendezvous: each
+    node takes the default rank 0 (torchrun, torch.distributed.launch, accelerate launch)."""
+    texts = [w.text for w in words]
+    if _dynamic_rendezvous(words) or any(
+        re.match(r"--(node[-_]rank|machine[-_]rank|standalone)\b", t) for t in texts
+    ):
+        return
+    for k, text in enumerate(texts):
+        previous = texts[k - 1] if k else ""
+        takes_value = previous.startswith("--") and "=" not in previous
+        if text.startswith(UNKNOWN) and not takes_value:
+            return  # an expansion that may hold the rank
+    nnodes = next(
+        (
+            (t.split("=", 1)[1] if "=" in t else (texts[k + 1] if k + 1 < len(texts) else ""))
+            for k, t in enumerate(texts)
+            if re.fullmatch(r"--(nnodes|num[-_]machines)(=.*)?", t)
+        ),
+        None,
+    )
+    if nnodes is None or not nnodes.split(":")[-1].isdigit() or nnodes.split(":")[-1] == "1":
+        return  # one node per launcher (the default) or not known: not this mistake
+    address = re.compile(r"--(master[-_]addr|rdzv[-_]endpoint|main[-_]process[-_]ip)\b")
+    if not any(address.match(t) for t in texts):
+        return  # no rendezvous address given: a different setup (or a fragment), not this one
+    accelerate = _base(texts[0]) == "accelerate" or "accelerate.commands.launch" in texts
+    unsure = accelerate and any(t.startswith("--config") for t in texts)
+    yield Finding(
+        line,
+        Severity.WARNING if unsure else Severity.ERROR,
+        "same-node-rank",
+        f"srun starts `{_command_text(words)}` on every node without a node rank and with a "
+        "static rendezvous: every node takes the default rank 0 and the rendezvous never "
+        "completes",
+        "add --node_rank=\\$SLURM_NODEID (--machine_rank for accelerate) inside bash -c '…', or "
+        "use --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT",
+    )
 
 
 def _literal_node_rank(words: list[Word]) -> str | None:

@@ -330,8 +330,14 @@ class Expander:
                         continue
                     if c in "$`":
                         value, i = self._dollar(text, i, quoted=True)
-                        if value is not None:
-                            cur.append(value if isinstance(value, str) else " ".join(value))
+                        if isinstance(value, tuple):  # "${A[@]}" / "$@": one word per element
+                            for k, element in enumerate(value):
+                                if k:
+                                    flush()
+                                    has_word = True
+                                cur.append(element)
+                        elif value is not None:
+                            cur.append(value)
                         continue
                     cur.append(c)
                     i += 1
