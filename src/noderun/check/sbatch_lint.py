@@ -11,7 +11,8 @@ the failures users lost hours to:
 - ``launcher-per-task``: such a launcher started by srun once per task instead of once per node;
 - ``expands-in-batch-shell``: ``$SLURM_PROCID``/``$SLURM_NODEID`` replaced by the batch shell's
   value before srun runs (every node gets node 0's value);
-- ``same-node-rank``: one literal ``--node_rank`` given to the launcher on every node;
+- ``same-node-rank``: one literal ``--node_rank`` given to the launcher on every node, or none at
+  all with a static rendezvous address (every node defaults to rank 0);
 - ``unexported-variable``: a per-task shell (``bash -c '…'``, a quoted heredoc) reads a variable
   the batch script set without ``export``;
 - ``gpus-vs-tasks``: GPUs per node against tasks per node for one-process-per-GPU programs, in
