@@ -74,3 +74,69 @@ def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
     result = noderun(["check", str(tmp_path / "job.sbatch")])
     assert result.returncode == 0, result.stdout
     assert "no launch mistakes found" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("#!/usr/bin/env python3\nimport submitit\nex = submitit.AutoExecutor('x')\n", "python"),
+        ("#!/bin/csh\n#SBATCH --ntasks-per-node=4\nsetenv X 1\npython train.py\n", "csh"),
+    ],
+)
+def test_not_bash_is_one_line_and_no_findings(tmp_path: Path, text: str, language: str) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    result = noderun(["check", str(script)])
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines() == [
+        f"{script}: not a bash batch script ({language}); noderun check reads bash scripts "
+        "only, nothing checked"
+    ]
+
+
+def test_file_checks_use_the_submit_dir(tmp_path: Path) -> None:
+    script = tmp_path / "job.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --output=logs/%j.out\nmkdir -p logs\n"
+        "srun python train.py\n"
+    )
+    elsewhere = tmp_path / "submit"
+    elsewhere.mkdir()
+    result = noderun(["check", str(script)], cwd=elsewhere)
+    assert result.returncode == 1
+    assert f"{script}:3: #SBATCH --output folder logs/ does not exist" in result.stdout
+    assert f"{script}:5: train.py does not exist" in result.stdout
+    (elsewhere / "logs").mkdir()
+    (tmp_path / "train.py").write_text("")  # beside the script counts too
+    clean = noderun(["check", "--submit-dir", str(elsewhere), str(script)])
+    assert clean.returncode == 0, clean.stdout
+    assert clean.stdout == f"{script}: no launch mistakes found\n"
+    skipped = noderun(["check", "--no-file-checks", str(tmp_path / "job.sbatch")], cwd=ROOT)
+    assert skipped.returncode == 0, skipped.stdout
+
+
+def test_bad_submit_dir_and_huge_file(tmp_path: Path) -> None:
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\nsrun python t.py\n")
+    result = noderun(["check", "--submit-dir", str(tmp_path / "nope"), str(script)])
+    assert result.returncode == 2 and result.stdout == ""
+    assert "is not a directory" in result.stderr
+    huge = tmp_path / "huge.sbatch"
+    with huge.open("wb") as handle:
+        handle.truncate(5 * 1024 * 1024)
+    result = noderun(["check", str(huge)])
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "not a batch script" in result.stderr
+
+
+def test_other_encoding_and_empty(tmp_path: Path) -> None:
+    latin = tmp_path / "latin1.sbatch"
+    latin.write_bytes(
+        "#!/bin/bash\n# entraînement\n#SBATCH -N 2\ntorchrun t.py\n".encode("latin-1")
+    )
+    result = noderun(["check", "--no-file-checks", str(latin)])
+    assert result.returncode == 1 and ":4: `torchrun t.py` runs once" in result.stdout
+    empty = tmp_path / "empty.sbatch"
+    empty.write_text("")
+    result = noderun(["check", str(empty)])
+    assert result.returncode == 0 and result.stdout == f"{empty}: empty, nothing to check\n"

@@ -1,5 +1,5 @@
-"""Static checks of hand-written batch scripts (pure: text in, findings out)."""
+"""Static checks of hand-written batch scripts (text in, findings out; file checks on request)."""
 
-from noderun.check.sbatch_lint import Finding, Severity, lint_sbatch
+from noderun.check.sbatch_lint import Finding, Severity, lint_sbatch, script_language
 
-__all__ = ["Finding", "Severity", "lint_sbatch"]
+__all__ = ["Finding", "Severity", "lint_sbatch", "script_language"]

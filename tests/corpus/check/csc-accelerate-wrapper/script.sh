@@ -1,0 +1,10 @@
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:v100:4
+
+MASTER_IP=$(ip -4 -brief addr show | grep -E 'hsn0|ib0' | grep -oP '([\d]+.[\d.]+)')
+MASTER_PORT=29400
+srun accelerate.sh --multi_gpu --num_processes=8 --num_machines=2 \
+     --main_process_ip=$MASTER_IP --main_process_port=$MASTER_PORT \
+     mnist_accelerate.py --epochs=100

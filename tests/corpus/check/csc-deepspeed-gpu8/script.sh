@@ -1,0 +1,9 @@
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=4
+#SBATCH --cpus-per-task=10
+#SBATCH --gres=gpu:v100:4
+
+module load pytorch
+srun python3 mnist_deepspeed.py --epochs=100 \
+     --deepspeed --deepspeed_config ds_config.json

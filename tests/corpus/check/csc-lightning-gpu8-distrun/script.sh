@@ -1,0 +1,16 @@
+#!/bin/bash
+#SBATCH --partition=gputest
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:v100:4
+
+module load pytorch/1.12
+export RDZV_HOST=$(hostname)
+export RDZV_PORT=29400
+srun python3 -m torch.distributed.run \
+    --nnodes=$SLURM_JOB_NUM_NODES \
+    --nproc_per_node=4 \
+    --rdzv_id=$SLURM_JOB_ID \
+    --rdzv_backend=c10d \
+    --rdzv_endpoint="$RDZV_HOST:$RDZV_PORT" \
+    mnist_lightning_ddp.py --gpus=4 --nodes=2 --epochs=100
