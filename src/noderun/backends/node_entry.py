@@ -139,17 +139,16 @@ def exec_argv(
 AGENT_STORE_SWITCH = "NODERUN_AGENT_STORE"  # "0": rank 0's init_process_group hosts the store
 
 
-def hosts_store(
-    spec: NodeSpec, environ: Mapping[str, str], torch_version: str | None = None
-) -> bool:
-    """srun mode serves the step's TCPStore from node 0's task of rank 0, before torch starts
-    (``store_host.py``), as torchrun's agent does, for the torch releases whose protocol it was
-    checked against; ``NODERUN_AGENT_STORE=0`` turns it off for a script that creates its own
-    store on MASTER_PORT. Only rank 0's answer matters: the other ranks are clients either way."""
-    if spec.mode is not LaunchMode.SRUN or environ.get(AGENT_STORE_SWITCH, "1") == "0":
-        return False
-    version = torch_version or store_host.torch_version()
-    return store_host.speaks_torchs_protocol(version)
+def hosts_store(spec: NodeSpec, environ: Mapping[str, str], entry: Entry = Entry.SCRIPT) -> bool:
+    """srun mode keeps MASTER_PORT listening from the gate on and rank 0 serves torch's own
+    store on that socket (``store_host.py``), as torchrun's agent hosts it; every torch takes
+    this path. ``NODERUN_AGENT_STORE=0`` turns it off for a script that creates its own store
+    on MASTER_PORT; an executable rank (``--no-python``) runs no Python that could serve it."""
+    return (
+        spec.mode is LaunchMode.SRUN
+        and entry is not Entry.EXECUTABLE
+        and environ.get(AGENT_STORE_SWITCH, "1") != "0"
+    )
 
 
 def exec_env(
@@ -200,7 +199,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
-        agent_store = hosts_store(spec, env)  # decided once: rank 0's store and its variables
+        entry = entry_of(opts)
+        agent_store = hosts_store(spec, env, entry)  # decided once: rank 0's store and variables
         serve_store = spec.index == 0 and agent_store
         backlog = max(spec.participants, 128)  # every rank connects at once: gate, then store
         listener = listen(spec.master_port, this_host, backlog) if serve_store else None
@@ -218,13 +218,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
-        if listener is not None:
-            store_host.spawn(listener, str(spec.run_dir / "logs" / "store.log"))
-            listener.close()  # the host has it; the rank must not keep the port
-            timeline.stamp(spec.run_dir, "store_hosted", f"node{spec.index}")
+        # rank 0 keeps the port listening; torch serves the store on it (rank_entry.py)
+        handed = store_host.hand_over(listener) if listener is not None else {}
     except NoderunError as err:
         _fail(err)
-    new_argv = exec_argv(spec, command, sys.executable, entry_of(opts))
+    new_argv = exec_argv(spec, command, sys.executable, entry)
     # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
     # without a handler) would die of it; ranks that install a handler still receive it
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -233,6 +231,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # rank entry would run it after an exec (nothing of torch is imported yet)
         from noderun import rank_entry
 
-        os.environ.update(exec_env(spec, os.environ, agent_store))
+        os.environ.update(exec_env(spec, os.environ, agent_store), **handed)
         rank_entry.main(new_argv[2:])
-    os.execve(new_argv[0], new_argv, exec_env(spec, env, agent_store))
+    os.execve(new_argv[0], new_argv, {**exec_env(spec, env, agent_store), **handed})
