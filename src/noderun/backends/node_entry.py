@@ -11,7 +11,6 @@ for byte.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from noderun import timeline
-from noderun.backends import store_host
+from noderun.backends import addresses, store_host
 from noderun.backends.node_gate import NodeGate, listen
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
@@ -81,31 +80,21 @@ def resolve(opts: argparse.Namespace, environ: Mapping[str, str]) -> NodeSpec:
     )
 
 
-def _addresses(name: str) -> set[str]:
-    try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)}
-    except OSError:
-        return set()
-
-
 def check_master(spec: NodeSpec, this_host: str) -> None:
-    """MASTER_ADDR must resolve everywhere, and be an address of node 0 on node 0."""
-    found = _addresses(spec.master_addr)
+    """MASTER_ADDR must resolve everywhere, and be an address of node 0 on node 0 (names and
+    addresses compared as addresses, IPv4 and IPv6)."""
+    found = addresses.addresses(spec.master_addr)
     if not found:
         raise TopologyError(
             f"MASTER_ADDR {spec.master_addr!r} does not resolve on {this_host}",
             "use a hostname every node can resolve (the first host of the step is the default)",
         )
-    if spec.node_rank != 0:
+    if spec.node_rank != 0 or all(a.is_unspecified for a in found):
         return
-    mine = set().union(*(_addresses(n) for n in {this_host, socket.gethostname()}))
-    if not found & mine:  # the interfaces' own addresses, only when the names did not match
-        import psutil  # only node 0 pays for it, and rarely
-
-        mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
-    if not found & mine and not all(ipaddress.ip_address(a).is_unspecified for a in found):
+    mine = addresses.addresses(this_host) | addresses.addresses(socket.gethostname())
+    if not found & mine and not found & addresses.this_machine():  # interfaces: rarely asked
         raise TopologyError(
-            f"MASTER_ADDR {spec.master_addr} ({', '.join(sorted(found))}) is not an address of "
+            f"MASTER_ADDR {spec.master_addr} ({addresses.shown(found)}) is not an address of "
             f"node 0 ({this_host}), where the rendezvous listens",
             "leave MASTER_ADDR to noderun (the first host of the step) or point it at node 0",
         )

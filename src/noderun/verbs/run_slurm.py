@@ -122,7 +122,7 @@ def build_step(
         request,
         gpus=_gpus(args.nproc_per_node, environ, on_node),
         run_dir=_run_dir(request.run_dir, job_id),
-        master_port=endpoint_port(flags, node0, (), args.master_port),
+        master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
     ).step()
 
 
