@@ -394,9 +394,7 @@ def endpoint_port(
     return port
 
 
-def _require_node0(
-    flag: str, text: str, host: str, node0: str, local_names: Sequence[str]
-) -> None:
+def _require_node0(flag: str, text: str, host: str, node0: str, local_names: Sequence[str]) -> None:
     if host in (node0, *local_names):
         return
     found = addresses.addresses(host)
