@@ -140,6 +140,37 @@ def hosts_store(spec: NodeSpec, environ: Mapping[str, str], entry: Entry = Entry
     )
 
 
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"  # torchrun's --signals-to-handle default
+TORCHRUN_DEFAULTS = {
+    "TORCHELASTIC_RESTART_COUNT": "0",
+    "TORCHELASTIC_MAX_RESTARTS": "0",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+# torchrun's notice, verbatim (torch/distributed/run.py), when it sets OMP_NUM_THREADS
+OMP_NOTICE = (
+    "*****************************************",
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
+    "your system being overloaded, please further tune the variable for optimal performance in "
+    "your application as needed. ",
+    "*****************************************",
+)
+
+
+def omp_threads_set(spec: NodeSpec, environ: Mapping[str, str]) -> bool:
+    """Whether srun mode sets ``OMP_NUM_THREADS=1``: as torchrun, when it is unset and a node
+    runs several ranks (each would otherwise start a thread per core)."""
+    return (
+        spec.mode is LaunchMode.SRUN
+        and "OMP_NUM_THREADS" not in environ
+        and spec.nproc_per_node > 1
+    )
+
+
+def error_file(spec: NodeSpec) -> Path:
+    """Where torch's ``@record`` writes a rank's error (torchrun: under its log dir)."""
+    return spec.run_dir / "logs" / "torchelastic" / f"rank{spec.index}" / "error.json"
+
+
 def exec_env(
     spec: NodeSpec, environ: Mapping[str, str], agent_store: bool | None = None
 ) -> dict[str, str]:
@@ -160,12 +191,19 @@ def exec_env(
             LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
             NODE_RANK=str(spec.node_rank),
             GROUP_RANK=str(spec.node_rank),
-            # what torchrun's agent also sets (not TORCHELASTIC_RUN_ID: no agent runs here)
+            # the rest of what torchrun's agent gives every worker (local_elastic_agent.py)
             ROLE_RANK=str(spec.index),
             ROLE_NAME="default",
             ROLE_WORLD_SIZE=str(spec.world_size),
             GROUP_WORLD_SIZE=str(spec.nnodes),
+            TORCHELASTIC_RUN_ID=spec.run_id,
+            TORCHELASTIC_SIGNALS_TO_HANDLE=TORCHRUN_SIGNALS,
+            TORCHELASTIC_ERROR_FILE=str(error_file(spec)),
         )
+        for name, value in TORCHRUN_DEFAULTS.items():
+            env.setdefault(name, value)  # the rank entry maps noderun's restart counters
+        if omp_threads_set(spec, environ):
+            env["OMP_NUM_THREADS"] = "1"
     if hosts_store(spec, environ) if agent_store is None else agent_store:
         # torch's env:// and tcp:// rendezvous then connect every rank, rank 0 too, as a client
         env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
@@ -209,6 +247,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
         # rank 0 keeps the port listening; torch serves the store on it (rank_entry.py)
         handed = store_host.hand_over(listener) if listener is not None else {}
+        if spec.mode is LaunchMode.SRUN:
+            error_file(spec).parent.mkdir(parents=True, exist_ok=True)
+            if spec.local_rank == 0 and omp_threads_set(spec, env):  # once a node, as torchrun
+                for line in OMP_NOTICE:
+                    os.write(2, f"{line}\n".encode())
     except NoderunError as err:
         _fail(err)
     new_argv = exec_argv(spec, command, sys.executable, entry)

@@ -11,6 +11,7 @@ from noderun.errors import (
     InconsistentTopologyError,
     MissingLauncherError,
 )
+from noderun.topology.contract import VARIABLES
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
 from noderun.topology.ports import port_for_job
 from noderun.topology.variables import read_int
@@ -66,7 +67,9 @@ SOURCES: dict[Launcher, dict[str, tuple[str, ...]]] = {
 def detect_launcher(environ: Mapping[str, str]) -> Launcher:
     """Pick the rank source in DESIGN.md's order: torchrun, env, SLURM step, Open MPI, single."""
     if "RANK" in environ and "WORLD_SIZE" in environ:
-        return Launcher.TORCHRUN if "TORCHELASTIC_RUN_ID" in environ else Launcher.ENV
+        # noderun's srun mode gives torchrun's variables too, but no agent hosts a rendezvous
+        by_agent = environ.get(VARIABLES["mode"][0]) != "srun"
+        return Launcher.TORCHRUN if "TORCHELASTIC_RUN_ID" in environ and by_agent else Launcher.ENV
     if in_slurm_step(environ) and "SLURM_PROCID" in environ:
         return Launcher.SLURM
     if "OMPI_COMM_WORLD_RANK" in environ:

@@ -72,7 +72,10 @@ class NodeSpec:
     def contract(self) -> RankContract:
         """What this node's ranks are told by noderun (beyond torch's own variables)."""
         return RankContract(
-            run_dir=str(self.run_dir), node_rank=self.node_rank, join_timeout=self.join_timeout
+            run_dir=str(self.run_dir),
+            node_rank=self.node_rank,
+            join_timeout=self.join_timeout,
+            mode=self.mode.value if self.mode is LaunchMode.SRUN else None,
         )
 
     @classmethod

@@ -116,6 +116,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
         script_args=tuple(args.script_args),
         entry=flags.entry,
         nnodes=nnodes,
+        env=tuple(getattr(args, "env", None) or ()),  # --env K=V, for every rank
         cpus=local_cpus(),
         gpus=gpus,
         run_id=flags.run_id,

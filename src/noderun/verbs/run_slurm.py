@@ -111,6 +111,7 @@ def build_step(
         hosts=tuple(allocated),
         mode=LaunchMode(args.mode),
         job_id=job_id,
+        env=tuple(getattr(args, "env", None) or ()),
         run_id=flags.run_id,
         join_timeout=flags.join_timeout or args.join_timeout,
         max_restarts=flags.max_restarts,
