@@ -140,3 +140,82 @@ def test_an_omp_num_threads_of_the_user_is_kept(tmp_path: Path) -> None:
     assert [task.returncode for task in tasks] == [0, 0], said
     assert {env["OMP_NUM_THREADS"] for env in _seen(out, 2).values()} == {"4"}
     assert not any(OMP_NOTICE[1] in err for _, err in said)
+
+
+def test_nodes_started_by_hand_give_torchruns_environment_and_env_options(
+    torchrun_gives: dict[int, dict[str, Any]], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "noderun",
+                "run",
+                "--nnodes=2",
+                f"--node-rank={node}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                "--nproc-per-node=1",
+                f"--run-dir={tmp_path / f'node{node}'}",
+                "--env",
+                "K=by hand",
+                DUMP,
+            ],
+            env=_env(out),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for node in (0, 1)
+    ]
+    said = [node.communicate(timeout=180)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], said
+    seen = _seen(out, 2)
+    for rank, env in seen.items():  # one rank a node: torchrun leaves OMP_NUM_THREADS alone
+        assert not sorted(set(torchrun_gives[0]) - {"OMP_NUM_THREADS"} - set(env)), rank
+        assert "OMP_NUM_THREADS" not in env
+        assert (env["K"], env["GROUP_RANK"], env["LOCAL_WORLD_SIZE"]) == ("by hand", str(rank), "1")
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["submit", "salloc"])
+def test_srun_mode_on_the_lab_gives_torchruns_environment_and_env_options(
+    torchrun_gives: dict[int, dict[str, Any]], tmp_path: Path, how: str
+) -> None:
+    """2 nodes x 2 ranks, one task per rank: `noderun submit --mode srun` and `noderun run
+    --mode srun` inside an allocation (where --env was ignored)."""
+    from tests.slurm.lab import PYTHON, require_lab, salloc
+
+    require_lab()
+    out = tmp_path / "out"
+    out.mkdir()
+    run = ["--mode=srun", "--nproc-per-node=2", f"--run-dir={tmp_path / 'run'}", "--env", "K=lab"]
+    if how == "submit":
+        done = noderun(
+            ["submit", "--wait", "--nodes=2", "--time=5", *run, DUMP], timeout=300,
+            DUMP_OUT=str(out),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        os.environ["DUMP_OUT"] = str(out)  # salloc's shell passes it on
+        try:
+            started = salloc(
+                ["--nodes=2", "--ntasks-per-node=2", PYTHON, "-m", "noderun", "run", *run, DUMP]
+            )
+        finally:
+            del os.environ["DUMP_OUT"]
+        said, _ = started.communicate(timeout=300)
+        assert started.returncode == 0, said
+    seen = _seen(out, 4)
+    for rank, env in seen.items():
+        assert not sorted(set(torchrun_gives[0]) - set(env)), rank
+        assert (env["K"], env["OMP_NUM_THREADS"], env["LOCAL_WORLD_SIZE"]) == ("lab", "1", "2")
+        assert (env["GROUP_RANK"], env["TORCHELASTIC_RUN_ID"]) == (
+            str(rank // 2),
+            env["SLURM_JOB_ID"],
+        )
