@@ -81,6 +81,17 @@ def test_the_launchers_requeue_runs_in_its_own_process(
     assert requeue_by_command("9", True) == "Invalid job id specified"
 
 
+def test_the_requeue_command_outlives_slurms_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A requeue makes SLURM SIGTERM the job's processes, the requeue command among them, right
+    after scontrol answered: it must still say that the requeue was done (seen on the lab)."""
+    _fake_scontrol(tmp_path, monkeypatch, 0)
+    fake = tmp_path / "bin" / "scontrol"
+    fake.write_text(fake.read_text().replace("requeue) ", "requeue) kill -TERM $PPID; sleep 0.2; "))
+    assert requeue_by_command("7", True) == ""
+
+
 def test_preemption_requeues_through_the_interface_it_is_given(tmp_path: Path) -> None:
     ctx = noderun.init(run_dir=tmp_path, environ={})
     asked: list[tuple[str, bool]] = []

@@ -9,6 +9,7 @@ its one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -18,6 +19,9 @@ NOT_REQUEUEABLE = 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # the requeue makes SLURM stop the job's processes, this one among them: it must live to
+    # tell the rank that the requeue was done (SLURM's SIGKILL after KillWait still ends it)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parser = argparse.ArgumentParser(prog="python -m noderun.backends.requeue")
     parser.add_argument("job")
     parser.add_argument("--force", action="store_true", help="requeue even if not requeueable")
