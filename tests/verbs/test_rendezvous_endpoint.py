@@ -108,3 +108,23 @@ def test_run_takes_this_machines_address_as_the_endpoint(
         shlex.split(line) for line in capsys.readouterr().out.splitlines() if "torch." in line
     ]
     assert f"--master-port={port}" in agent and "--rdzv-id=exp-7" in agent
+
+
+def test_a_node_started_by_hand_finds_node_0_through_the_endpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun's hand-started habit: every machine gets --rdzv-endpoint NODE0:PORT."""
+    monkeypatch.chdir(tmp_path)
+    script = str(SCRIPTS / "plain_torch.py")
+    by_hand = ["run", "--dry-run", "--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "1"]
+    assert cli.main([*by_hand, "--rdzv_endpoint", "127.0.0.1:29534", script]) == 0
+    [entry] = [shlex.split(s) for s in capsys.readouterr().out.splitlines() if "noderun.node" in s]
+    assert "--master-addr=127.0.0.1" in entry and "--master-port=29534" in entry
+    both = ["--master-addr", "localhost", "--rdzv-endpoint", "127.0.0.1:29534", script]
+    assert cli.main([*by_hand, *both]) == 0  # the same node, by a name and an address
+    capsys.readouterr()
+    other = ["--master-addr", "192.0.2.7", "--rdzv-endpoint", "127.0.0.1:29534", script]
+    assert cli.main([*by_hand, *other]) == 2
+    err = capsys.readouterr().err
+    assert "--master-addr 192.0.2.7 (192.0.2.7) and --rdzv-endpoint 127.0.0.1:29534" in err
+    assert len(err.strip().splitlines()) == 1

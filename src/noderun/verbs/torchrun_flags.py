@@ -394,6 +394,30 @@ def endpoint_port(
     return port
 
 
+def hand_started_master(
+    flags: TorchrunFlags, master_addr: str | None, master_port: int | None
+) -> tuple[str | None, int | None]:
+    """Node 0's address and port for a node started by hand: --master-addr/--master-port, or
+    torchrun's --rdzv-endpoint HOST:PORT; given both, they must name the same node and port."""
+    if flags.endpoint is None:
+        return master_addr, master_port
+    host, port = flags.endpoint
+    if master_port is not None and master_port != port:
+        raise UsageError(
+            f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
+            "pass one of them",
+        )
+    if master_addr and master_addr != host:
+        given, endpoint = addresses.addresses(master_addr), addresses.addresses(host)
+        if not given & endpoint:
+            raise UsageError(
+                f"--master-addr {master_addr} ({addresses.shown(given)}) and --rdzv-endpoint "
+                f"{host}:{port} ({addresses.shown(endpoint)}) name different nodes",
+                "pass one of them: node 0's name or address",
+            )
+    return master_addr or host, port
+
+
 def _require_node0(flag: str, text: str, host: str, node0: str, local_names: Sequence[str]) -> None:
     if host in (node0, *local_names):
         return
