@@ -4,7 +4,8 @@
 - ``plan`` and ``topology`` are pure: no process, socket or file I/O modules, no ``open()``,
   no writes to ``os.environ``;
 - ``runtime`` never reaches ``backends``, ``verbs`` or the cli, directly or through others;
-- ``plan`` and ``topology`` never reach ``backends`` or ``runtime``.
+- ``plan`` and ``topology`` never reach ``backends`` or ``runtime``;
+- ``backends`` never reach ``verbs`` or the cli.
 
 Imports under ``if TYPE_CHECKING:`` do not run and do not count. An import of ``noderun.x.y``
 counts as one of that module, not of the packages above it (``noderun/__init__.py`` is the
@@ -30,6 +31,7 @@ NEVER_REACHES = {
     "runtime": ("backends", "verbs", "cli", "__main__"),
     "plan": ("backends", "runtime"),
     "topology": ("backends", "runtime"),
+    "backends": ("verbs", "cli", "__main__"),
 }
 
 
