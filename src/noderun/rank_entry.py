@@ -22,6 +22,7 @@ import atexit
 import builtins
 import contextlib
 import importlib.machinery
+import importlib.util
 import os
 import runpy
 import signal
@@ -195,11 +196,28 @@ def _whole_line_stdio() -> None:
             stream.reconfigure(line_buffering=True, write_through=False)
 
 
+def _serve_store() -> None:
+    """srun mode's rank 0: serve torch's store on the socket the node entry handed over, once
+    the script imports torch.distributed (``backends/store_host.py``, loaded by path)."""
+    if not os.environ.get(STORE_FD_VARIABLE):
+        return
+    path = os.path.join(os.path.dirname(ENTRY), "backends", "store_host.py")
+    spec = importlib.util.spec_from_file_location("_noderun_store_host", path)
+    assert spec is not None and spec.loader is not None
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.serve_on_import(os.environ, _stamp)
+
+
+STORE_FD_VARIABLE = "NODERUN__STORE_FD"  # store_host.FD_VARIABLE (a test keeps them equal)
+
+
 def main(argv: list[str]) -> NoReturn:
     """Run the rank's program and leave (also called in-process by the node entry in srun mode,
     which set ``os.environ`` for the rank)."""
     _whole_line_stdio()
     _stamp("rank_started")
+    _serve_store()
     status = _run(argv)
     _stamp("rank_exited")
     _finish(status)

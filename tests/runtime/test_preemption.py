@@ -12,8 +12,10 @@ import pytest
 
 import noderun
 from noderun import checkpoint
+from noderun.backends import requeue
 from noderun.exit_codes import EXIT_PREEMPTED
-from noderun.runtime.preemption import Preemption, requeue_wanted
+from noderun.runtime import preemption as preemption_module
+from noderun.runtime.preemption import Preemption, requeue_by_command, requeue_wanted
 from tests.conftest import ROOT, start_noderun
 from tests.runtime.test_resume import rank_process
 
@@ -45,6 +47,67 @@ def test_requeue_wanted() -> None:
     assert requeue_wanted({}, True) is True
     assert requeue_wanted({"SLURM_JOB_ID": "7", "NODERUN_REQUEUE": "0"}, None) is False
     assert requeue_wanted({"SLURM_JOB_ID": "7", "NODERUN_REQUEUE": "1"}, None) is True
+    assert requeue_wanted({"SLURM_JOB_ID": "7"}, None) is None  # if SLURM says requeueable
+
+
+def _fake_scontrol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, requeue_rc: int) -> Path:
+    """An scontrol that logs its arguments, knows no job, and answers ``requeue`` with rc."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "scontrol.log"
+    fake = bin_dir / "scontrol"
+    fake.write_text(
+        f'#!/bin/sh\necho "$*" >> {log}\n'
+        'case "$1" in requeue) [ "$RC" = 0 ] || echo "Invalid job id specified" >&2; '
+        'exit "$RC";; *) echo "Invalid job id specified" >&2; exit 1;; esac\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("RC", str(requeue_rc))
+    return log
+
+
+def test_the_launchers_requeue_runs_in_its_own_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank asks ``python -m noderun.backends.requeue`` (it imports no backend itself)."""
+    assert preemption_module.NOT_REQUEUEABLE == requeue.NOT_REQUEUEABLE
+    log = _fake_scontrol(tmp_path, monkeypatch, 0)
+    assert requeue_by_command("7", True) == ""  # forced: requeued without asking
+    assert requeue_by_command("8", False) is None  # SLURM knows no requeueable job 8
+    assert log.read_text().splitlines()[0] == "requeue 7"
+    assert "requeue 8" not in log.read_text()
+    monkeypatch.setenv("RC", "1")
+    assert requeue_by_command("9", True) == "Invalid job id specified"
+
+
+def test_the_requeue_command_outlives_slurms_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A requeue makes SLURM SIGTERM the job's processes, the requeue command among them, right
+    after scontrol answered: it must still say that the requeue was done (seen on the lab)."""
+    _fake_scontrol(tmp_path, monkeypatch, 0)
+    fake = tmp_path / "bin" / "scontrol"
+    fake.write_text(fake.read_text().replace("requeue) ", "requeue) kill -TERM $PPID; sleep 0.2; "))
+    assert requeue_by_command("7", True) == ""
+
+
+def test_preemption_requeues_through_the_interface_it_is_given(tmp_path: Path) -> None:
+    ctx = noderun.init(run_dir=tmp_path, environ={})
+    asked: list[tuple[str, bool]] = []
+
+    def requeuer(job: str, forced: bool) -> str | None:
+        asked.append((job, forced))
+        return None if job == "1" else ""
+
+    for job, expected in (("1", False), ("2", True)):
+        stop = Preemption(ctx, environ={"SLURM_JOB_ID": job}, requeuer=requeuer)
+        assert stop._requeue() is expected
+    assert asked == [("1", False), ("2", False)]
+    never = Preemption(
+        ctx, environ={"SLURM_JOB_ID": "3", "NODERUN_REQUEUE": "0"}, requeuer=requeuer
+    )
+    assert never._requeue() is False and len(asked) == 2
 
 
 @pytest.mark.slow

@@ -73,10 +73,11 @@ def test_ranks_that_arrive_before_the_master_listens_all_join() -> None:
 def test_under_an_agent_store_rank_0_is_a_client_too() -> None:
     """srun mode's store host (or torchrun's agent) serves MASTER_PORT: rank 0 must not try
     to listen there, and the arrival check still works through the hosted store."""
+    import torch.distributed as dist
+
     port = free_port()
     listener = listen(port, "this host")
-    host = store_host.spawn(listener, None)
-    listener.close()
+    fd = int(store_host.hand_over(listener)[store_host.FD_VARIABLE])
     stores: dict[int, Any] = {}
     errors: list[BaseException] = []
 
@@ -87,17 +88,15 @@ def test_under_an_agent_store_rank_0_is_a_client_too() -> None:
             errors.append(err)
 
     threads = [threading.Thread(target=join, args=(r,)) for r in (0, 1, 2)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
-        assert not errors, errors
-        assert sorted(stores) == [0, 1, 2]
-        assert all(store.check([ALL_ARRIVED]) for store in stores.values())
-    finally:
-        host.terminate()
-        host.wait(timeout=10)
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # every rank is connecting: they wait in the backlog, none is refused
+    store_host.serve(dist, fd, port)
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors, errors
+    assert sorted(stores) == [0, 1, 2]
+    assert all(store.check([ALL_ARRIVED]) for store in stores.values())
 
 
 def test_a_missing_rank_is_named_by_the_master() -> None:

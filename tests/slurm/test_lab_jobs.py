@@ -10,7 +10,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from noderun.backends.slurm import job_state
@@ -208,24 +207,12 @@ def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: 
         stages = {row["stage"]: row["count"] for row in run["timeline"]}
         entries = world if mode == "srun" else nodes  # srun mode: one node entry per rank
         assert (stages["node_entered"], stages["gate_passed"]) == (entries, entries), name
-        # srun mode: node 0's task served the store (torchrun mode: torchrun's agent did)
+        # srun mode: rank 0 served torch's store on the gate's socket (torchrun: its agent did)
         assert stages.get("store_hosted") == (1 if mode == "srun" else None), name
-        assert not _store_hosts(tmp_path / name), f"{name}: a store host outlived its job"
         assert stages["rank_started"] == stages["rank_exited"] == world, name
         launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
         assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
         assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
-
-
-def _store_hosts(run_dir: Path) -> list[int]:
-    """Live store hosts of a run (their command line names its store.log)."""
-    mine = str(run_dir / "logs" / "store.log")
-    found = []
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        cmdline = proc.info["cmdline"] or []
-        if mine in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(proc.pid)
-    return found
 
 
 def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ def test_srun_mode_rank_from_a_captured_step() -> None:
     assert (spec.master_addr, spec.master_port) == ("node1", port_for_job("1"))
     assert spec.participants == 4 and spec.describe(3) == "rank 3 (node2)"
     assert spec.run_id == "1"
-    assert spec.contract() == RankContract(run_dir=str(RUN), node_rank=1, join_timeout=20)
+    assert spec.contract() == RankContract(
+        run_dir=str(RUN), node_rank=1, join_timeout=20, mode="srun"
+    )
 
 
 def test_hosts_passed_in_win_over_the_parser() -> None:

@@ -11,7 +11,6 @@ for byte.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from noderun import timeline
-from noderun.backends import store_host
+from noderun.backends import addresses, store_host
 from noderun.backends.node_gate import NodeGate, listen
 from noderun.backends.slurm import hostnames
 from noderun.errors import NoderunError, TopologyError, UsageError
@@ -81,31 +80,21 @@ def resolve(opts: argparse.Namespace, environ: Mapping[str, str]) -> NodeSpec:
     )
 
 
-def _addresses(name: str) -> set[str]:
-    try:
-        return {str(info[4][0]) for info in socket.getaddrinfo(name, None, socket.AF_INET)}
-    except OSError:
-        return set()
-
-
 def check_master(spec: NodeSpec, this_host: str) -> None:
-    """MASTER_ADDR must resolve everywhere, and be an address of node 0 on node 0."""
-    found = _addresses(spec.master_addr)
+    """MASTER_ADDR must resolve everywhere, and be an address of node 0 on node 0 (names and
+    addresses compared as addresses, IPv4 and IPv6)."""
+    found = addresses.addresses(spec.master_addr)
     if not found:
         raise TopologyError(
             f"MASTER_ADDR {spec.master_addr!r} does not resolve on {this_host}",
             "use a hostname every node can resolve (the first host of the step is the default)",
         )
-    if spec.node_rank != 0:
+    if spec.node_rank != 0 or all(a.is_unspecified for a in found):
         return
-    mine = set().union(*(_addresses(n) for n in {this_host, socket.gethostname()}))
-    if not found & mine:  # the interfaces' own addresses, only when the names did not match
-        import psutil  # only node 0 pays for it, and rarely
-
-        mine |= {a.address for nic in psutil.net_if_addrs().values() for a in nic}
-    if not found & mine and not all(ipaddress.ip_address(a).is_unspecified for a in found):
+    mine = addresses.addresses(this_host) | addresses.addresses(socket.gethostname())
+    if not found & mine and not found & addresses.this_machine():  # interfaces: rarely asked
         raise TopologyError(
-            f"MASTER_ADDR {spec.master_addr} ({', '.join(sorted(found))}) is not an address of "
+            f"MASTER_ADDR {spec.master_addr} ({addresses.shown(found)}) is not an address of "
             f"node 0 ({this_host}), where the rendezvous listens",
             "leave MASTER_ADDR to noderun (the first host of the step) or point it at node 0",
         )
@@ -139,17 +128,47 @@ def exec_argv(
 AGENT_STORE_SWITCH = "NODERUN_AGENT_STORE"  # "0": rank 0's init_process_group hosts the store
 
 
-def hosts_store(
-    spec: NodeSpec, environ: Mapping[str, str], torch_version: str | None = None
-) -> bool:
-    """srun mode serves the step's TCPStore from node 0's task of rank 0, before torch starts
-    (``store_host.py``), as torchrun's agent does, for the torch releases whose protocol it was
-    checked against; ``NODERUN_AGENT_STORE=0`` turns it off for a script that creates its own
-    store on MASTER_PORT. Only rank 0's answer matters: the other ranks are clients either way."""
-    if spec.mode is not LaunchMode.SRUN or environ.get(AGENT_STORE_SWITCH, "1") == "0":
-        return False
-    version = torch_version or store_host.torch_version()
-    return store_host.speaks_torchs_protocol(version)
+def hosts_store(spec: NodeSpec, environ: Mapping[str, str], entry: Entry = Entry.SCRIPT) -> bool:
+    """srun mode keeps MASTER_PORT listening from the gate on and rank 0 serves torch's own
+    store on that socket (``store_host.py``), as torchrun's agent hosts it; every torch takes
+    this path. ``NODERUN_AGENT_STORE=0`` turns it off for a script that creates its own store
+    on MASTER_PORT; an executable rank (``--no-python``) runs no Python that could serve it."""
+    return (
+        spec.mode is LaunchMode.SRUN
+        and entry is not Entry.EXECUTABLE
+        and environ.get(AGENT_STORE_SWITCH, "1") != "0"
+    )
+
+
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"  # torchrun's --signals-to-handle default
+TORCHRUN_DEFAULTS = {
+    "TORCHELASTIC_RESTART_COUNT": "0",
+    "TORCHELASTIC_MAX_RESTARTS": "0",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+# torchrun's notice, verbatim (torch/distributed/run.py), when it sets OMP_NUM_THREADS
+OMP_NOTICE = (
+    "*****************************************",
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
+    "your system being overloaded, please further tune the variable for optimal performance in "
+    "your application as needed. ",
+    "*****************************************",
+)
+
+
+def omp_threads_set(spec: NodeSpec, environ: Mapping[str, str]) -> bool:
+    """Whether srun mode sets ``OMP_NUM_THREADS=1``: as torchrun, when it is unset and a node
+    runs several ranks (each would otherwise start a thread per core)."""
+    return (
+        spec.mode is LaunchMode.SRUN
+        and "OMP_NUM_THREADS" not in environ
+        and spec.nproc_per_node > 1
+    )
+
+
+def error_file(spec: NodeSpec) -> Path:
+    """Where torch's ``@record`` writes a rank's error (torchrun: under its log dir)."""
+    return spec.run_dir / "logs" / "torchelastic" / f"rank{spec.index}" / "error.json"
 
 
 def exec_env(
@@ -172,12 +191,19 @@ def exec_env(
             LOCAL_WORLD_SIZE=str(spec.nproc_per_node),
             NODE_RANK=str(spec.node_rank),
             GROUP_RANK=str(spec.node_rank),
-            # what torchrun's agent also sets (not TORCHELASTIC_RUN_ID: no agent runs here)
+            # the rest of what torchrun's agent gives every worker (local_elastic_agent.py)
             ROLE_RANK=str(spec.index),
             ROLE_NAME="default",
             ROLE_WORLD_SIZE=str(spec.world_size),
             GROUP_WORLD_SIZE=str(spec.nnodes),
+            TORCHELASTIC_RUN_ID=spec.run_id,
+            TORCHELASTIC_SIGNALS_TO_HANDLE=TORCHRUN_SIGNALS,
+            TORCHELASTIC_ERROR_FILE=str(error_file(spec)),
         )
+        for name, value in TORCHRUN_DEFAULTS.items():
+            env.setdefault(name, value)  # the rank entry maps noderun's restart counters
+        if omp_threads_set(spec, environ):
+            env["OMP_NUM_THREADS"] = "1"
     if hosts_store(spec, environ) if agent_store is None else agent_store:
         # torch's env:// and tcp:// rendezvous then connect every rank, rank 0 too, as a client
         env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
@@ -200,7 +226,8 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         timeline.stamp(spec.run_dir, "node_entered", f"node{spec.index}")
         this_host = env.get("SLURMD_NODENAME") or socket.gethostname()
         check_master(spec, this_host)
-        agent_store = hosts_store(spec, env)  # decided once: rank 0's store and its variables
+        entry = entry_of(opts)
+        agent_store = hosts_store(spec, env, entry)  # decided once: rank 0's store and variables
         serve_store = spec.index == 0 and agent_store
         backlog = max(spec.participants, 128)  # every rank connects at once: gate, then store
         listener = listen(spec.master_port, this_host, backlog) if serve_store else None
@@ -218,13 +245,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
-        if listener is not None:
-            store_host.spawn(listener, str(spec.run_dir / "logs" / "store.log"))
-            listener.close()  # the host has it; the rank must not keep the port
-            timeline.stamp(spec.run_dir, "store_hosted", f"node{spec.index}")
+        # rank 0 keeps the port listening; torch serves the store on it (rank_entry.py)
+        handed = store_host.hand_over(listener) if listener is not None else {}
+        if spec.mode is LaunchMode.SRUN:
+            error_file(spec).parent.mkdir(parents=True, exist_ok=True)
+            if spec.local_rank == 0 and omp_threads_set(spec, env):  # once a node, as torchrun
+                for line in OMP_NOTICE:
+                    os.write(2, f"{line}\n".encode())
     except NoderunError as err:
         _fail(err)
-    new_argv = exec_argv(spec, command, sys.executable, entry_of(opts))
+    new_argv = exec_argv(spec, command, sys.executable, entry)
     # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
     # without a handler) would die of it; ranks that install a handler still receive it
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -233,6 +263,6 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         # rank entry would run it after an exec (nothing of torch is imported yet)
         from noderun import rank_entry
 
-        os.environ.update(exec_env(spec, os.environ, agent_store))
+        os.environ.update(exec_env(spec, os.environ, agent_store), **handed)
         rank_entry.main(new_argv[2:])
-    os.execve(new_argv[0], new_argv, exec_env(spec, env, agent_store))
+    os.execve(new_argv[0], new_argv, {**exec_env(spec, env, agent_store), **handed})

@@ -87,7 +87,7 @@ class RunRequest:
     job_id: str = ""
     python: str = sys.executable
     cwd: str = ""  # SSH: where the ranks start on every host
-    env: tuple[tuple[str, str], ...] = ()  # SSH: the ranks' explicit environment
+    env: tuple[tuple[str, str], ...] = ()  # --env K=V for every rank (SSH: also forwarded ones)
     ssh_config: str | None = None
 
     @property
@@ -101,6 +101,10 @@ class RunRequest:
         if not self.max_restarts:
             return {}
         return RankContract(restart_count=self.attempt, max_restarts=self.max_restarts).to_env()
+
+    def rank_env(self) -> dict[str, str]:
+        """What every rank gets on top of what it inherits: --env, then the restart counters."""
+        return {**dict(self.env), **self.restart_env()}
 
     def check(self) -> None:
         """What can be refused from the values alone; UsageError with the fix."""
@@ -164,7 +168,7 @@ class RunRequest:
     def _local(self) -> LaunchPlan:
         assert self.master_port is not None, "the verb finds a free port first"
         gang = self._gang("127.0.0.1", self.master_port, self.run_id or self.run_dir.name)
-        return plan_local(gang, self.restart_env() or None)
+        return plan_local(gang, self.rank_env() or None)
 
     def _by_hand(self) -> LaunchPlan:
         assert self.node_rank is not None and self.master_addr
@@ -175,7 +179,7 @@ class RunRequest:
             node_rank=self.node_rank,
             join_timeout=self.join_timeout,
             host=self.host,
-            env=self.restart_env() or None,
+            env=self.rank_env() or None,
         )
 
     def _ssh(self) -> LaunchPlan:
@@ -186,7 +190,7 @@ class RunRequest:
             self.hosts,
             cwd=self.cwd,
             guard=SSH_GUARD,
-            env={**dict(self.env), **self.restart_env()},
+            env=self.rank_env(),
             ssh_config=self.ssh_config,
         )
 
@@ -214,5 +218,5 @@ class RunRequest:
             python=self.python,
             entry=self.entry,
             run_id=self.run_id,
-            env=tuple(self.restart_env().items()),
+            env=tuple(self.rank_env().items()),
         )

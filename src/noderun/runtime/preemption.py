@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from noderun.backends import slurm
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.context import Context
 
@@ -41,19 +41,36 @@ REQUEUE_ENV = "NODERUN_REQUEUE"
 CHECK_SEC = 1.0
 CHECK_ENV = "NODERUN_PREEMPT_CHECK_SEC"
 MAX_INTERVAL = 10_000
+# the launcher's side of a requeue, run in a process of its own: a rank never imports the
+# launcher's layer (scontrol's calls and their parsing live there)
+REQUEUE_COMMAND = ("-m", "noderun.backends.requeue")
+NOT_REQUEUEABLE = 3  # that command's answer when the job was not submitted requeueable
+# (job id, forced) -> None: not requeueable, nothing done; "": requeued; else why it failed
+Requeuer = Callable[[str, bool], str | None]
 
 
-def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool:
-    """Requeue when forced, or ``NODERUN_REQUEUE=1``, or (unset) a requeueable SLURM job."""
+def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool | None:
+    """True: requeue (forced, or ``NODERUN_REQUEUE=1``); False: never (not a SLURM job, or
+    ``NODERUN_REQUEUE=0``); None: when SLURM says the job is requeueable (the default)."""
     if forced is not None:
         return forced
     setting = environ.get(REQUEUE_ENV, "auto").lower()
-    if setting in ("0", "no", "false"):
+    if setting in ("0", "no", "false") or not environ.get("SLURM_JOB_ID"):
         return False
-    job = environ.get("SLURM_JOB_ID")
-    if not job:
-        return False
-    return setting in ("1", "yes", "true") or slurm.job_requeueable(job)
+    return True if setting in ("1", "yes", "true") else None
+
+
+def requeue_by_command(job: str, forced: bool) -> str | None:
+    """``python -m noderun.backends.requeue JOB [--force]`` (the default ``Requeuer``)."""
+    argv = [sys.executable, *REQUEUE_COMMAND, job, *(["--force"] if forced else [])]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    if done.returncode == NOT_REQUEUEABLE:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return "" if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
 
 
 class Preemption:
@@ -66,9 +83,11 @@ class Preemption:
         signals: tuple[signal.Signals, ...] = SIGNALS,
         environ: Mapping[str, str] | None = None,
         check_sec: float = CHECK_SEC,
+        requeuer: Requeuer = requeue_by_command,
     ) -> None:
         self.ctx = ctx
         self.requeue = requeue
+        self.requeuer = requeuer
         self.signals = signals
         self.environ = os.environ if environ is None else environ
         self.received: str | None = None
@@ -194,10 +213,13 @@ class Preemption:
         raise SystemExit(EXIT_PREEMPTED)
 
     def _requeue(self) -> bool:
-        if not requeue_wanted(self.environ, self.requeue):
+        wanted = requeue_wanted(self.environ, self.requeue)
+        if wanted is False:
             return False
         job = self.environ.get("SLURM_JOB_ID", "")
-        error = slurm.requeue(job)
+        error = self.requeuer(job, wanted is True)
+        if error is None:  # not submitted requeueable
+            return False
         if error:
             sys.stderr.write(
                 f"noderun: scontrol requeue {job} failed: {error}"

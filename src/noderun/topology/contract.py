@@ -17,13 +17,14 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 PREFIX = "NODERUN__"
-# field -> (contract variable, the option-style name read when the contract one is absent)
-VARIABLES: dict[str, tuple[str, str]] = {
+# field -> (contract variable[, the option-style name read when the contract one is absent])
+VARIABLES: dict[str, tuple[str, ...]] = {
     "run_dir": ("NODERUN__RUN_DIR", "NODERUN_RUN_DIR"),
     "node_rank": ("NODERUN__NODE_RANK", "NODERUN_NODE_RANK"),
     "join_timeout": ("NODERUN__JOIN_TIMEOUT", "NODERUN_JOIN_TIMEOUT"),
     "restart_count": ("NODERUN__RESTART_COUNT", "NODERUN_RESTART_COUNT"),
     "max_restarts": ("NODERUN__MAX_RESTARTS", "NODERUN_MAX_RESTARTS"),
+    "mode": ("NODERUN__MODE",),  # no older name: older launchers never said it
 }
 _READ: dict[str, Callable[[str], object]] = {
     "run_dir": str,
@@ -31,6 +32,7 @@ _READ: dict[str, Callable[[str], object]] = {
     "join_timeout": float,
     "restart_count": int,
     "max_restarts": int,
+    "mode": str,
 }
 
 
@@ -47,6 +49,8 @@ class RankContract:
     join_timeout: float | None = None  # seconds the fail-fast rendezvous waits for every rank
     restart_count: int | None = None  # which whole-gang restart this is (0: first start)
     max_restarts: int | None = None  # --max-restarts of the launch
+    # "srun": one task per rank, no torchrun agent, although the ranks see torchrun's variables
+    mode: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RankContract:
@@ -77,7 +81,9 @@ class RankContract:
     @staticmethod
     def names() -> tuple[str, ...]:
         """Every variable ``from_env`` reads, contract names first (what a rank's env shows)."""
-        return tuple(v[0] for v in VARIABLES.values()) + tuple(v[1] for v in VARIABLES.values())
+        return tuple(v[0] for v in VARIABLES.values()) + tuple(
+            n for v in VARIABLES.values() for n in v[1:]
+        )
 
 
 def _lookup(environ: Mapping[str, str], field: str) -> str | None:

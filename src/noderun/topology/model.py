@@ -11,8 +11,10 @@ from noderun.errors import (
     InconsistentTopologyError,
     MissingLauncherError,
 )
+from noderun.topology.contract import VARIABLES
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
 from noderun.topology.ports import port_for_job
+from noderun.topology.variables import read_int
 
 DEFAULT_PORT = 29500
 
@@ -65,7 +67,9 @@ SOURCES: dict[Launcher, dict[str, tuple[str, ...]]] = {
 def detect_launcher(environ: Mapping[str, str]) -> Launcher:
     """Pick the rank source in DESIGN.md's order: torchrun, env, SLURM step, Open MPI, single."""
     if "RANK" in environ and "WORLD_SIZE" in environ:
-        return Launcher.TORCHRUN if "TORCHELASTIC_RUN_ID" in environ else Launcher.ENV
+        # noderun's srun mode gives torchrun's variables too, but no agent hosts a rendezvous
+        by_agent = environ.get(VARIABLES["mode"][0]) != "srun"
+        return Launcher.TORCHRUN if "TORCHELASTIC_RUN_ID" in environ and by_agent else Launcher.ENV
     if in_slurm_step(environ) and "SLURM_PROCID" in environ:
         return Launcher.SLURM
     if "OMPI_COMM_WORLD_RANK" in environ:
@@ -89,25 +93,11 @@ def in_slurm_allocation(environ: Mapping[str, str]) -> bool:
     return bool(environ.get("SLURM_JOB_ID")) and not in_slurm_step(environ)
 
 
-def _read_int(environ: Mapping[str, str], names: tuple[str, ...]) -> int | None:
-    for name in names:
-        raw = environ.get(name)
-        if raw is None or raw == "":
-            continue
-        try:
-            return int(raw)
-        except ValueError:
-            raise InconsistentTopologyError(
-                f"{name}={raw!r} is not an integer", f"unset {name} or set it to a number"
-            ) from None
-    return None
-
-
 def _missing_launcher_check(environ: Mapping[str, str]) -> None:
     """Seed 002: inside an sbatch script with N>1 tasks, but python was not started by srun."""
     if "SLURM_JOB_ID" not in environ or in_slurm_step(environ):
         return
-    ntasks = _read_int(environ, ("SLURM_NTASKS",)) or 1
+    ntasks = read_int(environ, "SLURM_NTASKS") or 1
     if ntasks > 1:
         raise MissingLauncherError(
             f"python started without srun inside SLURM job {environ['SLURM_JOB_ID']} with "
@@ -153,11 +143,11 @@ class Topology:
             _missing_launcher_check(environ)
             return cls(
                 master_addr=environ.get("MASTER_ADDR"),
-                master_port=_read_int(environ, ("MASTER_PORT",)),
+                master_port=read_int(environ, "MASTER_PORT"),
                 job_id=environ.get("SLURM_JOB_ID"),
             )
         fields = {
-            name: _read_int(environ, variables) for name, variables in SOURCES[launcher].items()
+            name: read_int(environ, *variables) for name, variables in SOURCES[launcher].items()
         }
         rank = fields["rank"] or 0
         world_size = fields["world_size"] or 1
@@ -184,7 +174,7 @@ class Topology:
             node_rank = fields["node_rank"] if fields["node_rank"] is not None else 0
             nnodes = fields.get("nnodes") or max(world_size // max(local_world_size, 1), 1)
         master_addr = environ.get("MASTER_ADDR") or (hosts[0] if hosts else None)
-        master_port = _read_int(environ, ("MASTER_PORT",))
+        master_port = read_int(environ, "MASTER_PORT")
         if master_port is None and launcher is Launcher.SLURM and job_id:
             master_port = port_for_job(job_id)
         return cls(

@@ -18,6 +18,7 @@ from noderun.topology.contract import RankContract
 from noderun.topology.hostlist import expand_hostlist, tasks_per_node
 from noderun.topology.model import in_slurm_step
 from noderun.topology.ports import port_for_job
+from noderun.topology.variables import read_int
 
 SRUN_HINT = "srun --nodes=N --ntasks-per-node=1 python -m noderun.node … -- SCRIPT"
 
@@ -71,7 +72,10 @@ class NodeSpec:
     def contract(self) -> RankContract:
         """What this node's ranks are told by noderun (beyond torch's own variables)."""
         return RankContract(
-            run_dir=str(self.run_dir), node_rank=self.node_rank, join_timeout=self.join_timeout
+            run_dir=str(self.run_dir),
+            node_rank=self.node_rank,
+            join_timeout=self.join_timeout,
+            mode=self.mode.value if self.mode is LaunchMode.SRUN else None,
         )
 
     @classmethod
@@ -104,8 +108,10 @@ class NodeSpec:
         step_hosts = tuple(
             expand_hostlist(environ.get("SLURM_STEP_NODELIST", "")) if hosts is None else hosts
         )
-        node_rank = node_rank if node_rank is not None else _int(environ, "SLURM_NODEID")
-        count = nnodes or _int(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or len(step_hosts)
+        node_rank = node_rank if node_rank is not None else read_int(environ, "SLURM_NODEID")
+        count = (
+            nnodes or read_int(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or len(step_hosts)
+        )
         if count > len(step_hosts):  # hosts of nodes outside this step, for messages only
             job_hosts = expand_hostlist(environ.get("SLURM_JOB_NODELIST", ""))
             step_hosts += tuple(h for h in job_hosts if h not in step_hosts)
@@ -125,7 +131,7 @@ class NodeSpec:
             )
         job_id = environ.get("SLURM_JOB_ID", "")
         # NODERUN_MASTER_PORT: the --master-port option's variable, for the entry as for verbs
-        port = master_port or _int(environ, "NODERUN_MASTER_PORT")
+        port = master_port or read_int(environ, "NODERUN_MASTER_PORT")
         if port is None:
             if not job_id:
                 raise UsageError("no SLURM_JOB_ID to derive MASTER_PORT from", "pass --master-port")
@@ -133,7 +139,7 @@ class NodeSpec:
         addr = master_addr or (step_hosts[0] if step_hosts else "")
         if not addr:
             raise TopologyError("the step's node list is empty", "pass --master-addr")
-        rank = _int(environ, "SLURM_PROCID") or 0
+        rank = read_int(environ, "SLURM_PROCID") or 0
         return cls(
             mode=mode,
             index=node_rank if mode is LaunchMode.TORCHRUN else rank,
@@ -146,13 +152,6 @@ class NodeSpec:
             run_dir=run_dir,
             job_id=job_id,
             join_timeout=join_timeout,
-            local_rank=_int(environ, "SLURM_LOCALID") or 0,
+            local_rank=read_int(environ, "SLURM_LOCALID") or 0,
             run_id=run_id or job_id or run_dir.name,
         )
-
-
-def _int(environ: Mapping[str, str], *names: str) -> int | None:
-    for name in names:
-        if environ.get(name, "").strip().isdigit():
-            return int(environ[name])
-    return None

@@ -35,6 +35,7 @@ from noderun.verbs.torchrun_flags import (
     TorchrunFlags,
     check_program,
     endpoint_port,
+    hand_started_master,
     local_cpus,
     local_gpus,
     nnodes_for,
@@ -116,6 +117,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
         script_args=tuple(args.script_args),
         entry=flags.entry,
         nnodes=nnodes,
+        env=tuple(getattr(args, "env", None) or ()),  # --env K=V, for every rank
         cpus=local_cpus(),
         gpus=gpus,
         run_id=flags.run_id,
@@ -123,13 +125,14 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
         attempt=attempt,
     )
     if args.node_rank is not None or args.master_addr:  # this machine's node only
+        master_addr, master_port = hand_started_master(flags, args.master_addr, args.master_port)
         return dataclasses.replace(
             request,
             where=Where.BY_HAND,
             run_dir=run_dir.absolute(),
             node_rank=args.node_rank,
-            master_addr=args.master_addr,
-            master_port=args.master_port,
+            master_addr=master_addr,
+            master_port=master_port,
             join_timeout=flags.join_timeout or args.join_timeout,
             host=socket.gethostname(),
         )

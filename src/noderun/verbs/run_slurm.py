@@ -111,6 +111,7 @@ def build_step(
         hosts=tuple(allocated),
         mode=LaunchMode(args.mode),
         job_id=job_id,
+        env=tuple(getattr(args, "env", None) or ()),
         run_id=flags.run_id,
         join_timeout=flags.join_timeout or args.join_timeout,
         max_restarts=flags.max_restarts,
@@ -122,7 +123,7 @@ def build_step(
         request,
         gpus=_gpus(args.nproc_per_node, environ, on_node),
         run_dir=_run_dir(request.run_dir, job_id),
-        master_port=endpoint_port(flags, node0, (), args.master_port),
+        master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
     ).step()
 
 

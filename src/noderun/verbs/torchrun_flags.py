@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from noderun import rundir
+from noderun.backends import addresses
 from noderun.errors import UsageError
 from noderun.plan.launch import Entry
 from noderun.plan.run import NPROC_WORDS as NPROC_WORDS  # re-exported: verbs name them
@@ -370,20 +371,73 @@ def restart_env(attempt: int, max_restarts: int) -> dict[str, str]:
 
 
 def endpoint_port(
-    flags: TorchrunFlags, node0: str, local_names: Sequence[str], master_port: int | None
+    flags: TorchrunFlags,
+    node0: str,
+    local_names: Sequence[str],
+    master_port: int | None,
+    master_addr: str | None = None,
 ) -> int | None:
-    """The port an --rdzv-endpoint asks for, when its host is node 0; UsageError otherwise."""
+    """The port an --rdzv-endpoint asks for, when its host is node 0 (``local_names``: node 0
+    is this machine); --master-addr must be node 0 too. Names and addresses are compared as
+    the addresses they resolve to; UsageError naming both otherwise."""
+    if master_addr:
+        _require_node0("--master-addr", master_addr, master_addr, node0, local_names)
     if flags.endpoint is None:
         return master_port
     host, port = flags.endpoint
-    if host not in (node0, *local_names):
-        raise UsageError(
-            f"--rdzv-endpoint {host}:{port}: noderun puts the rendezvous on node 0 ({node0})",
-            f"drop --rdzv-endpoint, or use --rdzv-endpoint {node0}:{port} / --master-port {port}",
-        )
+    _require_node0("--rdzv-endpoint", f"{host}:{port}", host, node0, local_names)
     if master_port is not None and master_port != port:
         raise UsageError(
             f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
             "pass one of them",
         )
     return port
+
+
+def hand_started_master(
+    flags: TorchrunFlags, master_addr: str | None, master_port: int | None
+) -> tuple[str | None, int | None]:
+    """Node 0's address and port for a node started by hand: --master-addr/--master-port, or
+    torchrun's --rdzv-endpoint HOST:PORT; given both, they must name the same node and port."""
+    if flags.endpoint is None:
+        return master_addr, master_port
+    host, port = flags.endpoint
+    if master_port is not None and master_port != port:
+        raise UsageError(
+            f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
+            "pass one of them",
+        )
+    if master_addr and master_addr != host:
+        given, endpoint = addresses.addresses(master_addr), addresses.addresses(host)
+        if not given & endpoint:
+            raise UsageError(
+                f"--master-addr {master_addr} ({addresses.shown(given)}) and --rdzv-endpoint "
+                f"{host}:{port} ({addresses.shown(endpoint)}) name different nodes",
+                "pass one of them: node 0's name or address",
+            )
+    return master_addr or host, port
+
+
+def _require_node0(flag: str, text: str, host: str, node0: str, local_names: Sequence[str]) -> None:
+    if host in (node0, *local_names):
+        return
+    found = addresses.addresses(host)
+    if not found:
+        raise UsageError(
+            f"{flag} {text}: {host} does not resolve here; noderun puts the rendezvous on "
+            f"node 0 ({node0})",
+            f"drop {flag}, or give node 0's name or address ({node0})",
+        )
+    if local_names:  # node 0 is this machine
+        if any(a.is_loopback for a in found) or found & addresses.this_machine():
+            return
+        node0_found = addresses.this_machine()
+    else:
+        node0_found = addresses.addresses(node0)
+        if found & node0_found:
+            return
+    raise UsageError(
+        f"{flag} {text} ({addresses.shown(found)}) is not node 0 ({node0}: "
+        f"{addresses.shown(node0_found)}); noderun puts the rendezvous on node 0",
+        f"drop {flag}, or give node 0's name or address ({node0})",
+    )
