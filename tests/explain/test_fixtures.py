@@ -203,8 +203,8 @@ def test_cli_json_shape_and_text_report():
         [sys.executable, "-m", "noderun", "explain", target, "--json"],
         capture_output=True,
         text=True,
-        check=True,
     )
+    assert done.returncode == 1  # a failure was found
     findings = json.loads(done.stdout)["findings"]
     assert findings[0]["cause"] == "out-of-memory"
     assert set(findings[0]) >= {"cause", "summary", "fix", "evidence"}
@@ -212,7 +212,7 @@ def test_cli_json_shape_and_text_report():
     done = subprocess.run(
         [sys.executable, "-m", "noderun", "explain", target], capture_output=True, text=True
     )
-    assert done.returncode == 0
+    assert done.returncode == 1
     first = done.stdout.splitlines()
     assert first[0].startswith("root cause: out-of-memory")
     assert "rank1.log:5" in first[1]

@@ -87,7 +87,7 @@ def test_a_killed_remote_rank_ends_everything_on_every_host(
     assert not processes_running(str(script)), "a rank outlived the job on a host"
     explained = noderun(["explain", str(run_dir)])  # names the host and rank, as locally
     expected = "  failed:   rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL"
-    assert explained.returncode == 0 and expected in explained.stdout, explained.stdout
+    assert explained.returncode == 1 and expected in explained.stdout, explained.stdout
 
 
 def test_ctrl_c_tears_down_every_host(ssh_lab: SshLab, tmp_path: Path) -> None:

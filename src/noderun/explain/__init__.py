@@ -46,4 +46,4 @@ def examine_sources(sources: Sources, scanner: Scanner) -> Verdict:
             raise UsageError(
                 f"cannot read {path}: {err.strerror}", "check its permissions"
             ) from None
-    return judge(ranker, sources)
+    return judge(ranker, sources, scanner.last_lines)

@@ -6,13 +6,15 @@ lines in large chunks; only those lines are then attributed to a signature with 
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import datetime
+import io
 import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from noderun.explain.signatures import SIGNATURES, Signature
 
@@ -20,6 +22,7 @@ CHUNK = 4 << 20
 MAX_LINE = 16 << 20  # a "line" longer than this is cut: memory stays bounded
 LOOKBACK = 2048  # bytes before a hit searched for the timestamp of its log record
 BINARY_PROBE = 8192
+TAIL_WINDOW = 1 << 16  # the last line of a file is looked for in its last 64 KiB
 
 try:  # RE2 when installed (a core dependency); Python's re otherwise, slower but identical
     import re2 as _re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
@@ -58,9 +61,29 @@ def compile_combined(table: Sequence[Signature], engine: str = "auto") -> Any:
     return re.compile(pattern.encode())
 
 
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
 def is_binary(path: Path) -> bool:
+    """NUL bytes near the start: not a text log (UTF-16 with its BOM is text)."""
     with open(path, "rb") as handle:
-        return b"\0" in handle.read(BINARY_PROBE)
+        head = handle.read(BINARY_PROBE)
+    return not head.startswith(_UTF16_BOMS) and b"\0" in head
+
+
+def _chunks(handle: BinaryIO) -> Iterator[bytes]:
+    """The file in chunks of UTF-8 (a UTF-16 log is decoded on the way), constant memory."""
+    head = handle.read(2)
+    if head in _UTF16_BOMS:
+        text = io.TextIOWrapper(handle, encoding="utf-16", errors="replace", newline="")
+        text_chunk = head.decode("utf-16", "replace")  # the BOM itself: ""
+        while chunk := text.read(CHUNK // 2):
+            yield (text_chunk + chunk).encode("utf-8", "replace")
+            text_chunk = ""
+        return
+    yield head
+    while data := handle.read(CHUNK):
+        yield data
 
 
 def timestamp(text: bytes, year: int) -> float | None:
@@ -92,6 +115,8 @@ class Scanner:
         self.table = tuple(table)
         self.finder = compile_combined(self.table, engine)
         self.line_patterns = [(re.compile(s.pattern), s) for s in self.table]
+        # per file scanned: its last non-empty line (1-based number, text); one line per file
+        self.last_lines: dict[Path, tuple[int, str]] = {}
 
     def classify(self, text: str) -> Signature | None:
         """The first signature (in table order) matching one line; source code quoted in a
@@ -104,13 +129,15 @@ class Scanner:
         return None
 
     def scan(self, path: Path) -> Iterator[Hit]:
-        """Every matching line of ``path`` with its 1-based line number; constant memory."""
+        """Every matching line of ``path`` with its 1-based line number; constant memory.
+        Its last non-empty line is kept in ``last_lines``."""
         year = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.UTC).year
         lines_before = 0  # newlines in the chunks already done
         carry = b""
         with open(path, "rb", buffering=0) as handle:
+            chunks = _chunks(handle)
             while True:
-                data = handle.read(CHUNK)
+                data = next(chunks, b"")
                 buf = carry + data if carry else data
                 if not buf:
                     return
@@ -123,8 +150,19 @@ class Scanner:
                 elif cut == 0:
                     cut = len(buf)
                 yield from self._scan_block(path, buf, cut, lines_before, year)
+                self._keep_last_line(path, buf, cut, lines_before)
                 lines_before += buf.count(b"\n", 0, cut)
                 carry = buf[cut:]
+
+    def _keep_last_line(self, path: Path, buf: bytes, end: int, lines_before: int) -> None:
+        offset = max(0, end - TAIL_WINDOW)  # a small copy: never the whole chunk
+        body = buf[offset:end].rstrip()
+        if not body:
+            return
+        start = offset + body.rfind(b"\n") + 1
+        number = lines_before + buf.count(b"\n", 0, start) + 1
+        text = buf[start : offset + len(body)].decode("utf-8", "replace").strip()[:300]
+        self.last_lines[path] = (number, text)
 
     def _scan_block(
         self, path: Path, buf: bytes, end: int, lines_before: int, year: int

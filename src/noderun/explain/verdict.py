@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from noderun.explain.findings import Evidence, Finding, Ranker
@@ -39,10 +41,17 @@ class Verdict:
     finished: bool
     attempts: list[str] = dataclasses.field(default_factory=list)  # restarted runs: each one
     failed_rank: str | None = None  # the launcher's record: rank, node, host, reason
+    # an unclassified failure: each log's last non-empty line (file, line, text)
+    last_lines: list[Evidence] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return bool(self.failures)
+
+    @property
+    def unclassified(self) -> bool:
+        """A failure no known cause fits: its evidence is the first error-level line."""
+        return bool(self.failures) and self.failures[0].cause == "unknown"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,11 +62,16 @@ class Verdict:
             "seen": [s.to_dict() for s in self.seen],
             "attempts": self.attempts,
             "failed_rank": self.failed_rank,
+            "unclassified": self.unclassified,
+            "last_lines": [dataclasses.asdict(e) for e in self.last_lines],
         }
 
 
-def judge(ranker: Ranker, sources: Sources) -> Verdict:
-    """Weigh what was found: refuted findings go, a finished run has only warnings."""
+def judge(
+    ranker: Ranker, sources: Sources, last_lines: Mapping[Path, tuple[int, str]] | None = None
+) -> Verdict:
+    """Weigh what was found: refuted findings go, a finished run has only warnings. An
+    unclassified failure also gets each log's last line (``last_lines``, per file)."""
     signs = {kind for kind, _ in ranker.signs}
     ranked = [f for f in ranker.findings() if not (f.refuted_by and f.refuted_by in signs)]
     warnings = [f for f in ranked if f.tier is Tier.WARNING]
@@ -84,9 +98,14 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
         warnings.insert(0, mismatch)
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
-    return Verdict(
+    verdict = Verdict(
         problems, warnings, _seen(ranker, sources), False, sources.attempts, sources.failed_rank
     )
+    if verdict.unclassified and last_lines:
+        verdict.last_lines = [
+            Evidence(str(path), *last_lines[path]) for path in sources.files if path in last_lines
+        ]
+    return verdict
 
 
 def _nccl_mismatch(ranker: Ranker) -> Finding | None:
@@ -110,8 +129,8 @@ def _nccl_mismatch(ranker: Ranker) -> Finding | None:
 def _unexplained(where: str, text: str) -> Finding:
     return Finding(
         cause="unknown",
-        summary=f"{CAUSES['unknown']}; the logs hold no known error line",
-        fix="read the logs of the failing rank; add its message to noderun/explain/signatures.py",
+        summary=f"{CAUSES['unknown']}; the logs hold no error-level line",
+        fix="read each log's last line (below) and the failing rank's log before it",
         evidence=Evidence(where, 0, text),
         tier=Tier.LAST_RESORT,
         time=None,
