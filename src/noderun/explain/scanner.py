@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from noderun.explain.signatures import SIGNATURES, Signature
+from noderun.explain.signatures import SIGNATURES, Signature, Tier
 
 CHUNK = 4 << 20
 MAX_LINE = 16 << 20  # a "line" longer than this is cut: memory stays bounded
@@ -31,6 +31,9 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
+# an info-level record (NCCL INFO, logging's INFO): never a failure by generic words alone
+# (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
+_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|\bINFO\b")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 
 
@@ -125,6 +128,8 @@ class Scanner:
             return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):
+                if signature.tier is Tier.LAST_RESORT and _INFO_LEVEL.search(text):
+                    return None
                 return signature
         return None
 
