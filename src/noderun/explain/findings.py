@@ -43,7 +43,7 @@ class Finding:
         }
 
 
-Key = tuple[int, int, float, int, int, float, int, int]
+Key = tuple[int, int, float, int, float, int, int]
 # a warning-level record ([W socket.cpp:…], glog W…, NCCL WARN): an error-level line of the
 # same cause in the same second is the better evidence (c10d retries, then gives up with [E])
 _WARN_LEVEL = re.compile(r"(^|[\s\]|:])\[?W(\d{4} | )|\bNCCL WARN\b|\bWARNING\b")
