@@ -1,0 +1,105 @@
+"""One case per signature added for issue 25, each taken from a real log of the corpus's tuning
+part (tests/corpus/explain/<id>/: the key line, verbatim, with its source in case.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from noderun.explain import Scanner, explain
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "explain"
+
+FROM_CORPUS = {
+    "nccl-1837-ifname-missing": "network-unreachable",  # ncclSocketInit … neither AF_INET
+    "verl-726-link-local-socket-connect-abort": "network-unreachable",  # socketStartConnect
+    "nccl-733-ib-error-12-nics-unreachable": "network-unreachable",  # IB completion error 12
+    "nccl-1235-cuda-calloc-oom-large-llm": "out-of-memory",  # Failed to CUDA calloc
+    "peft-1703-nccl-cuda-failure-out-of-memory": "out-of-memory",  # Cuda failure 2
+    "deepspeedexamples-321-host-memory-allocation-failed": "out-of-memory",
+    "deepspeedexamples-894-pdsh-localhost-ssh-refused": "ssh-unreachable",
+    "streaming-493-dataloader-bus-error-shm": "shm-exhausted",
+    "nccl-1241-duplicate-gpu-megatron": "duplicate-gpu",
+    "nccl-905-ib-port-error-flapping-link": "link-fault",
+    "metaseq-52-store-barrier-1792-of-2048": "rendezvous-timeout",
+    "lightning-19106-log-dict-keys-differ": "collective-deadlock",
+    "deepspeed-2319-zero-checkpoints-missing-other-node": "storage-missing",
+    "lightning-6169-requested-gpus-machine-has-one": "device-ordinal",
+}
+
+
+def _key_line(case_id: str) -> str:
+    path = CORPUS / case_id / "case.toml"
+    if not path.is_file():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    return str(tomllib.loads(path.read_text())["key_line"])
+
+
+@pytest.mark.parametrize(("case_id", "cause"), sorted(FROM_CORPUS.items()))
+def test_the_key_line_of_a_real_log_is_its_cause(case_id: str, cause: str) -> None:
+    signature = Scanner().classify(_key_line(case_id))
+    assert signature is not None and signature.cause == cause
+
+
+def write(path: Path, *lines: str) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_healthy_nccl_teardown_is_no_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "ok.log",
+        "node01:2211:2211 [3] NCCL INFO comm 0x55d0c3a4b2c0 rank 3 nranks 32 cudaDev 3 "
+        "busId 4f000 - Abort COMPLETE",
+        "node01:2211:2211 [3] NCCL INFO comm 0x55d0c3a4b2c0 rank 3 nranks 32 - Destroy COMPLETE",
+    )
+    assert explain([log]) == []
+
+
+def test_nccls_reason_beats_torchs_result_code_summary(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "node2:812:900 [1] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1296, internal error - please report this issue to the NCCL "
+        "developers, NCCL version 2.18.1",
+    )
+    causes = [f.cause for f in explain([log])]
+    assert causes[0] == "out-of-memory"
+
+
+def test_a_store_barrier_with_one_worker_of_two_is_a_rendezvous_timeout(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "b.log",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, "
+        "for key: store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+    )
+    assert [f.cause for f in explain([log])][0] == "rendezvous-timeout"
+
+
+def test_a_finished_run_that_dies_at_exit_is_a_finalization_abort(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "exit.log",
+        "epoch 3/3 loss=0.12",
+        "training finished",
+        "free(): invalid pointer",
+    )
+    assert [f.cause for f in explain([log])] == ["finalization-abort"]
+
+
+def test_an_unclassified_failure_names_its_first_error_line_and_every_last_line(
+    tmp_path: Path,
+) -> None:
+    from noderun.explain import examine
+
+    a = write(tmp_path / "rank0.log", "step 1", "FATAL: license server unavailable", "bye")
+    b = write(tmp_path / "rank1.log", "step 1", "step 2")
+    verdict = examine([a, b])
+    assert verdict.unclassified
+    assert verdict.failures[0].evidence.line == 2
+    assert [(e.file, e.line, e.text) for e in verdict.last_lines] == [
+        (a, 3, "bye"),
+        (b, 2, "step 2"),
+    ]
