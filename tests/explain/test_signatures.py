@@ -76,7 +76,7 @@ def test_a_store_barrier_with_one_worker_of_two_is_a_rendezvous_timeout(tmp_path
         "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, "
         "for key: store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
     )
-    assert [f.cause for f in explain([log])][0] == "rendezvous-timeout"
+    assert next(f.cause for f in explain([log])) == "rendezvous-timeout"
 
 
 def test_a_finished_run_that_dies_at_exit_is_a_finalization_abort(tmp_path: Path) -> None:
