@@ -55,6 +55,8 @@ CAUSES: dict[str, str] = {
     "shm-exhausted": "/dev/shm has no room for shared-memory segments (data workers, NCCL)",
     "duplicate-gpu": "two ranks on one node use the same GPU",
     "link-fault": "a network link (InfiniBand/RoCE port) is failing",
+    "time-limit": "SLURM ended the job at its time limit",
+    "node-failure": "SLURM lost a node of the job (node failure)",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -142,6 +144,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "missing-launcher",
         r"[Cc]laim(s|ed)? rank 0|all ranks are 0|GLOBAL_RANK: 0, MEMBER: 1/([2-9]|\d\d+)",
         "several processes believe they are rank 0 (launcher missing)",
+        _SRUN_FIX,
+        Tier.WEAK,
+        refuted_by="registered",
+    ),
+    # Lightning's SLURM environment: several nodes asked for, but the processes not started by srun
+    Signature(
+        "missing-launcher",
+        r"running multi-node training without SLURM handling the processes",
+        "the job asks for several nodes but its processes were not started by srun",
         _SRUN_FIX,
         Tier.WEAK,
         refuted_by="registered",
@@ -264,7 +275,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # c10d's ProcessGroupWrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) compares ranks' collectives
     Signature(
         "collective-deadlock",
-        r"Detected mismatch between collectives",
+        r"Detected mismatch between collectives|"
+        # NCCL's own check of the collectives ranks call
+        r"Mismatched collective detected",
         "ranks called different collectives (c10d's desync check caught it)",
         "make every rank call the same collectives in the same order, with the same shapes: "
         "look for a collective inside a rank- or data-dependent branch",
@@ -275,6 +288,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "ranks wait in different collectives, so none can complete (a deadlock)",
         "make every rank call the same collectives in the same order: look for a collective "
         "inside a rank-dependent branch at the lines named",
+    ),
+    # Horovod's stall check: some ranks wait for others that never submit the tensor
+    Signature(
+        "stalled-rank",
+        r"submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting",
+        "some ranks wait in a collective that the others never join (a stalled rank)",
+        "find the rank that is missing (the warning lists the tensors and ranks) and why it "
+        "stopped: data loading, a rank-dependent branch, I/O",
+        Tier.WEAK,
     ),
     Signature(
         "stalled-rank",
@@ -389,6 +411,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
         run_failed=True,
     ),
+    # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
+    Signature(
+        "time-limit",
+        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT",
+        "SLURM cancelled the job at its time limit",
+        "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
+        "(the lines before it; `noderun submit` warns before the limit)",
+    ),
+    Signature(
+        "node-failure",
+        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
+        "a node of the job failed, and SLURM cancelled the job",
+        "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
+    ),
     # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
     # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)
     Signature(
@@ -426,7 +462,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # the last line of a traceback: the exception the first failing rank raised
     Signature(
         "rank-crashed",
-        r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)",
+        r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)|"
+        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b",
         "a rank raised an exception",
         "fix the exception in the first failing rank's traceback",
         generic=True,

@@ -12,6 +12,19 @@ from noderun.explain.findings import Evidence, Finding, Ranker
 from noderun.explain.signatures import CAUSES, SIGNS, Tier
 from noderun.explain.sources import Sources
 
+# what makes a job run into its time limit: when one of these was seen, it is the cause and
+# the time limit its consequence
+_HANGS = frozenset(
+    {
+        "missing-launcher",
+        "stalled-rank",
+        "collective-deadlock",
+        "collective-timeout",
+        "rendezvous-timeout",
+        "port-in-use",
+        "connection-refused",
+    }
+)
 _MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
 
 
@@ -92,6 +105,10 @@ def judge(
         )
     if any(f.tier is not Tier.LAST_RESORT for f in problems):
         problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
+    if problems and problems[0].cause == "time-limit":
+        hang = next((f for f in problems if f.cause in _HANGS), None)
+        if hang is not None:  # it hung, then ran out of time
+            problems = [hang, *(f for f in problems if f is not hang)]
     if mismatch and (problems or sources.failures):
         problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
     elif mismatch:
