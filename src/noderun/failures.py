@@ -15,8 +15,9 @@ import json
 import math
 import re
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 # errors a rank raises only because another rank died first: it lost its peer, or waited for
 # it in a collective until the watchdog gave up (c10d's ProcessGroupNCCL/gloo wording)
@@ -204,3 +205,31 @@ class ElasticSummary:
             )
             for rank, e in sorted(self.entries.items())
         ]
+
+
+def describe(failure: Mapping[str, Any], hosts: Sequence[str] = ()) -> str:
+    """run.json's ``failure`` record in words, one way for every verb::
+
+        rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL
+
+    A reason that already names the rank or node (SLURM's launcher writes the whole sentence)
+    is kept as it is; a field nobody recorded is left out, never printed as None.
+    """
+    reason = str(failure.get("reason") or f"exit code {failure.get('exit_code')}")
+    if re.match(r"(rank|node|ranks|nodes) \d", reason):
+        return reason
+    rank, node, local = failure.get("rank"), failure.get("node_rank"), failure.get("local_rank")
+    host = failure.get("host") or (
+        hosts[node] if isinstance(node, int) and 0 <= node < len(hosts) else None
+    )
+    where = ", ".join(
+        part
+        for part in (
+            (f"node {node}" if node is not None else "") + (f" on {host}" if host else ""),
+            f"local rank {local}" if local is not None and rank is not None else "",
+        )
+        if part.strip()
+    ).strip()
+    if rank is not None:
+        return f"rank {rank}{f' ({where})' if where else ''}: {reason}"
+    return f"{where}: {reason}" if where else reason

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from noderun import rundir
+from noderun import failures, rundir
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.explain.scanner import is_binary
@@ -106,17 +106,7 @@ def failed_rank(run: dict[str, Any]) -> str | None:
     rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL
     """
     failure = run.get("failure") or {}
-    if not failure:
-        return None
-    node, hosts = failure.get("node_rank"), run.get("hosts") or []
-    host = failure.get("host") or (
-        hosts[node] if isinstance(node, int) and 0 <= node < len(hosts) else None
-    )
-    where = f"node {node}" + (f" on {host}" if host else "")
-    if failure.get("rank") is None:
-        return f"{where}: {failure.get('reason')}"
-    local = f", local rank {failure['local_rank']}" if failure.get("local_rank") is not None else ""
-    return f"rank {failure['rank']} ({where}{local}): {failure.get('reason')}"
+    return failures.describe(failure, run.get("hosts") or []) if failure else None
 
 
 def _add_run_facts(sources: Sources, directory: Path) -> bool:
