@@ -33,6 +33,33 @@ SECONDARY = (
     "Failed to recv, got 0 bytes",
     "NCCL communicator was aborted",
 )
+# the last line of a traceback: the exception a rank raised (its own words)
+_EXCEPTION_LINE = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
+)
+# srun's words for how a task ended -> its exit code (negative: the signal)
+_SRUN_ENDS = {
+    "Killed": -signal.SIGKILL,
+    "Segmentation fault": -signal.SIGSEGV,
+    "Aborted": -signal.SIGABRT,
+    "Bus error": -signal.SIGBUS,
+    "Terminated": -signal.SIGTERM,
+}
+
+
+def exception_line(text: str) -> str | None:
+    """``ValueError: boom`` from a traceback's last line, else None."""
+    match = _EXCEPTION_LINE.match(text.strip())
+    return match.group(1)[:300] if match else None
+
+
+def srun_exit_code(text: str) -> int | None:
+    """The exit code in srun's ``task N: Exited with exit code 3`` / ``task N: Killed``."""
+    if m := re.search(r"Exited with exit code (\d+)", text):
+        return int(m.group(1))
+    return next((code for word, code in _SRUN_ENDS.items() if text.startswith(word)), None)
+
+
 # signals a launcher sends to stop the gang once a rank failed: a consequence, not a cause
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
