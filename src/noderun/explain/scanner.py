@@ -77,14 +77,13 @@ def is_binary(path: Path) -> bool:
 def _chunks(handle: BinaryIO) -> Iterator[bytes]:
     """The file in chunks of UTF-8 (a UTF-16 log is decoded on the way), constant memory."""
     head = handle.read(2)
-    if head in _UTF16_BOMS:
-        text = io.TextIOWrapper(handle, encoding="utf-16", errors="replace", newline="")
-        text_chunk = head.decode("utf-16", "replace")  # the BOM itself: ""
+    if head in _UTF16_BOMS:  # the BOM is read: the rest has its byte order
+        order = "utf-16-le" if head == codecs.BOM_UTF16_LE else "utf-16-be"
+        text = io.TextIOWrapper(handle, encoding=order, errors="replace", newline="")
         while chunk := text.read(CHUNK // 2):
-            yield (text_chunk + chunk).encode("utf-8", "replace")
-            text_chunk = ""
+            yield chunk.encode("utf-8", "replace")
         return
-    yield head
+    yield head + handle.read(CHUNK - len(head))  # chunks stay aligned to CHUNK
     while data := handle.read(CHUNK):
         yield data
 

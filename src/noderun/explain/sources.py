@@ -59,7 +59,11 @@ def collect(targets: Sequence[str]) -> Sources:
 
 
 def _add_file(sources: Sources, path: Path, explicit: bool) -> bool:
+    if explicit and not path.is_file():  # a FIFO or a device: reading could block or never end
+        raise UsageError(f"{path} is not a regular file", "pass a log file or a directory")
     try:
+        if explicit and path.stat().st_size == 0:
+            raise UsageError(f"{path} is empty: nothing to explain", "pass the log with output")
         binary = is_binary(path)
     except OSError as err:
         raise UsageError(
