@@ -188,6 +188,7 @@ def test_every_cause_id_of_the_issue_is_known():
         "link-fault",
         "time-limit",
         "node-failure",
+        "interrupted",
     }
     assert set(CAUSES) == issue_ids | from_corpus
     covered = {case[0] for case in CASES.values()}

@@ -56,6 +56,7 @@ CAUSES: dict[str, str] = {
     "duplicate-gpu": "two ranks on one node use the same GPU",
     "link-fault": "a network link (InfiniBand/RoCE port) is failing",
     "time-limit": "SLURM ended the job at its time limit",
+    "interrupted": "the run was stopped from outside (Ctrl-C, a signal to the launcher)",
     "node-failure": "SLURM lost a node of the job (node failure)",
     "unknown": "a failure with no known signature",
 }

@@ -113,6 +113,8 @@ def judge(
         problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
     elif mismatch:
         warnings.insert(0, mismatch)
+    if sources.known:  # what the run's records prove comes before what the logs suggest
+        problems = [*sources.known, *(f for f in problems if f.cause != "rank-crashed")]
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
     verdict = Verdict(
