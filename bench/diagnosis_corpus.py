@@ -193,6 +193,17 @@ def report(part: str, data: dict[str, Any], show_misses: bool) -> Iterable[str]:
         yield f"  right cause, other evidence line: {', '.join(data['evidence_misses'])}\n"
 
 
+def check_report(check: dict[str, Any]) -> Iterable[str]:
+    """The check bench's per-part figures (scalars only: its per-case list stays in --json)."""
+    for part in ("tuning", "held_out"):
+        figures = check.get(part)
+        if isinstance(figures, dict):
+            shown = ", ".join(
+                f"{k}={v}" for k, v in figures.items() if isinstance(v, int | float | str)
+            )
+            yield f"check {part.replace('_', '-')} part: {shown}\n"
+
+
 def record(result: dict[str, Any], path: Path = RECORDED) -> None:
     """Keep the figures the regression test holds the suite to."""
     kept = {part: {key: result[part][key] for key in RECORDED_KEYS} for part in PARTS}
@@ -222,9 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("".join(report("tuning part", result["tuning"], True)))
         sys.stdout.write("".join(report("held-out part", held, False)))
         if check is not None:
-            print("check:")
-            for key, value in check.items():
-                print(f"  {key}: {value}")
+            sys.stdout.write("".join(check_report(check)))
     print(headline)
     return 0
 
