@@ -103,3 +103,29 @@ def test_an_unclassified_failure_names_its_first_error_line_and_every_last_line(
         (a, 3, "bye"),
         (b, 2, "step 2"),
     ]
+
+
+def test_a_run_that_finished_its_work_then_failed_at_exit_says_so(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "{'train_runtime': 812.4, 'train_loss': 0.41, 'epoch': 3.0}",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, Timeout(ms)=600000) ran "
+        "for 600031 milliseconds before timing out.",
+        "srun: error: node2: task 1: Aborted (core dumped)",
+    )
+    findings = explain([log])
+    assert findings[0].cause == "finalization-abort"
+    assert "the work finished" in findings[0].summary
+    assert findings[1].cause == "collective-timeout"
+
+
+def test_a_failure_before_the_work_finished_is_not_an_exit_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "srun: error: node2: task 1: Exited with exit code 1",
+    )
+    assert explain([log])[0].cause == "out-of-memory"

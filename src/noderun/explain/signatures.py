@@ -495,7 +495,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "finished",
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
-        r"noderun: job completed in ",
+        r"noderun: job completed in |"
+        # transformers' Trainer.train() at its end
+        r"Training completed\. Do not forget to share your model",
         "the run finished",
         "",
         Tier.SIGN,

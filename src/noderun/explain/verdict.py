@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from noderun.explain.findings import Evidence, Finding, Ranker
+from noderun.explain.scanner import Hit
 from noderun.explain.signatures import CAUSES, SIGNS, Tier
 from noderun.explain.sources import Sources
 
@@ -113,6 +115,9 @@ def judge(
         problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
     elif mismatch:
         warnings.insert(0, mismatch)
+    exit_failure = _after_the_work(ranker, problems)
+    if exit_failure is not None:
+        problems.insert(0, exit_failure)
     if sources.known:  # what the run's records prove comes before what the logs suggest
         problems = [*sources.known, *(f for f in problems if f.cause != "rank-crashed")]
     if not problems and sources.failures:
@@ -125,6 +130,34 @@ def judge(
             Evidence(str(path), *last_lines[path]) for path in sources.files if path in last_lines
         ]
     return verdict
+
+
+def _after_the_work(ranker: Ranker, problems: list[Finding]) -> Finding | None:
+    """The work finished (a sign of it was printed) and every failure came after it: the run
+    died at exit (teardown: a watchdog, a segfault, an abort), not while it worked."""
+    finished = next(
+        (hit for (kind, _), (hit, _) in ranker.signs.items() if kind == "finished"), None
+    )
+    if finished is None or not problems or problems[0].cause == "finalization-abort":
+        return None
+    if not all(_later(finished, f) for f in problems):
+        return None
+    root = problems[0]
+    return Finding(
+        cause="finalization-abort",
+        summary=f"the work finished, then the run failed at exit: {root.summary}",
+        fix="the results are complete; end the process group before exit "
+        "(destroy_process_group()) and look at the teardown of the evidence line's rank",
+        evidence=root.evidence,
+        tier=Tier.ROOT,
+        time=root.time,
+    )
+
+
+def _later(sign: Hit, finding: Finding) -> bool:
+    if sign.time is not None and finding.time is not None:
+        return finding.time >= math.floor(sign.time)
+    return finding.evidence.file == str(sign.path) and finding.evidence.line > sign.line
 
 
 def _nccl_mismatch(ranker: Ranker) -> Finding | None:
