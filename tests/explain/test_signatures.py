@@ -27,6 +27,12 @@ FROM_CORPUS = {
     "lightning-19106-log-dict-keys-differ": "collective-deadlock",
     "deepspeed-2319-zero-checkpoints-missing-other-node": "storage-missing",
     "lightning-6169-requested-gpus-machine-has-one": "device-ordinal",
+    "desitarget-628-srun-time-limit-debug-queue": "time-limit",  # slurmstepd
+    "nemo-5819-ranks-duplicated-without-slurm-tasks": "missing-launcher",  # Lightning's env
+    "nccl-296-mismatched-collective-ddp-cluster": "collective-deadlock",  # NCCL's own check
+    "horovod-215-stalled-rank-16": "stalled-rank",  # Horovod's stall warning
+    "thunder-665-two-node-keyerror": "rank-crashed",  # "An error occurred: KeyError"
+    "cppo-6-accelerate-deepspeed-rank0-sigkill": "rank-crashed",  # Signal 9 (SIGKILL)
 }
 
 
@@ -41,6 +47,15 @@ def _key_line(case_id: str) -> str:
 def test_the_key_line_of_a_real_log_is_its_cause(case_id: str, cause: str) -> None:
     signature = Scanner().classify(_key_line(case_id))
     assert signature is not None and signature.cause == cause
+
+
+def test_slurms_node_failure_line() -> None:
+    line = (
+        "slurmstepd: error: *** JOB 1234 ON node3 CANCELLED AT 2026-11-25T10:00:00 DUE TO NODE "
+        "FAILURE ***"
+    )
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "node-failure"
 
 
 def write(path: Path, *lines: str) -> str:
