@@ -140,15 +140,18 @@ def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
 
-def evaluate_explain(corpus: Path = CORPUS) -> dict[str, Any]:
-    """The explain figures of both parts: {"tuning": {...}, "held_out": {...}}."""
+def evaluate_explain(corpus: Path = CORPUS, only: set[str] | None = None) -> dict[str, Any]:
+    """The explain figures of both parts: {"tuning": {...}, "held_out": {...}}; ``only``: just
+    these case ids (the regression test holds the recorded cases to their recorded figures)."""
     from noderun.explain import Scanner
 
     scanner = Scanner()
-    outcomes = [diagnose(case, scanner) for case in load_cases(corpus)]
+    cases = [c for c in load_cases(corpus) if only is None or c.id in only]
+    outcomes = [diagnose(case, scanner) for case in cases]
     return {
         "tuning": figures([o for o in outcomes if not o.case.held_out]),
         "held_out": figures([o for o in outcomes if o.case.held_out]),
+        "case_ids": sorted(c.id for c in cases),
     }
 
 
@@ -206,7 +209,10 @@ def check_report(check: dict[str, Any]) -> Iterable[str]:
 
 def record(result: dict[str, Any], path: Path = RECORDED) -> None:
     """Keep the figures the regression test holds the suite to."""
-    kept = {part: {key: result[part][key] for key in RECORDED_KEYS} for part in PARTS}
+    kept: dict[str, Any] = {
+        part: {key: result[part][key] for key in RECORDED_KEYS} for part in PARTS
+    }
+    kept["case_ids"] = result["case_ids"]
     path.write_text(json.dumps(kept, indent=2) + "\n")
 
 
