@@ -144,3 +144,20 @@ def test_a_failure_before_the_work_finished_is_not_an_exit_failure(tmp_path: Pat
         "srun: error: node2: task 1: Exited with exit code 1",
     )
     assert explain([log])[0].cause == "out-of-memory"
+
+
+def test_lightning_world_larger_than_the_launch_is_not_a_missing_launcher(
+    tmp_path: Path,
+) -> None:
+    log = write(  # 1 node x 4 processes, Trainer(num_nodes=2, devices=4)
+        tmp_path / "r.log",
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+    )
+    root = explain([log])[0]
+    assert root.cause == "rendezvous-timeout" and "expects 8" in root.summary
+    twice = write(  # every node believes it is node 0: rank 0 is claimed twice
+        tmp_path / "d.log",
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+    )
+    assert explain([twice])[0].cause == "missing-launcher"

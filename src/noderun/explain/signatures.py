@@ -71,6 +71,7 @@ SIGNS: dict[str, str] = {
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
     "backend": "the process group backend",
+    "member": "a rank other than 0 announced itself (Lightning's GLOBAL_RANK/MEMBER line)",
     "requeued": "SLURM requeued the job (preempted, to run again): its step was cancelled for it",
 }
 
@@ -506,6 +507,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "registered",
         r"All distributed processes registered\. Starting with (\d+) processes",
         "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "member",
+        r"GLOBAL_RANK: ([1-9]\d*), MEMBER: \d+/\d+",
+        "a rank other than 0 announced itself",
         "",
         Tier.SIGN,
     ),

@@ -115,6 +115,7 @@ def judge(
         problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
     elif mismatch:
         warnings.insert(0, mismatch)
+    problems = [_fewer_ranks(ranker, f) for f in problems]
     exit_failure = _after_the_work(ranker, problems)
     if exit_failure is not None:
         problems.insert(0, exit_failure)
@@ -130,6 +131,25 @@ def judge(
             Evidence(str(path), *last_lines[path]) for path in sources.files if path in last_lines
         ]
     return verdict
+
+
+def _fewer_ranks(ranker: Ranker, finding: Finding) -> Finding:
+    """Lightning's ``MEMBER: 1/N`` means "all ranks think they are 0" only when no other rank
+    announced itself; when others did, fewer ranks were started than the Trainer expects."""
+    members = sorted({int(v) for (kind, v), _ in ranker.signs.items() if kind == "member"})
+    if finding.cause != "missing-launcher" or "MEMBER: 1/" not in finding.evidence.text:
+        return finding
+    if not members or finding.occurrences > 1:  # rank 0 claimed more than once: duplicates
+        return finding
+    expected = finding.evidence.text.split("MEMBER: 1/")[1].split()[0].strip(",")
+    return dataclasses.replace(
+        finding,
+        cause="rendezvous-timeout",
+        summary=f"ranks 0 and {', '.join(map(str, members[:8]))} started, but the Trainer "
+        f"expects {expected}: fewer processes were launched than num_nodes x devices",
+        fix="make the launch match the Trainer: nodes x processes per node (--nnodes, "
+        "--nproc-per-node) == Trainer(num_nodes=…) x devices",
+    )
 
 
 def _after_the_work(ranker: Ranker, problems: list[Finding]) -> Finding | None:
