@@ -318,6 +318,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "make every rank call the same collectives in the same order; find the stuck rank "
         "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
     ),
+    # ProcessGroupNCCL's watchdog, when a work failed or timed out: what the NCCL WARN or the
+    # timeout line before it says is the cause
+    Signature(
+        "collective-timeout",
+        r"Some NCCL operations have failed or timed out",
+        "NCCL's watchdog saw a collective fail or time out",
+        "find the first rank that failed or got stuck (its own error or stack); "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
+        Tier.CONSEQUENCE,
+    ),
     Signature(
         "rendezvous-timeout",
         r"(waiting for clients\.\s*|^\s*)\d+/\d+ clients joined|RendezvousTimeoutError|"
