@@ -31,3 +31,75 @@ def test_round_trip_and_first_primary(tmp_path: Path) -> None:
 def test_only_consequences_means_no_primary() -> None:
     assert failures.first_primary([_record(0, 1.0, "x: Connection reset by peer")]) is None
     assert failures.first_primary([]) is None
+
+
+# one rule for every launcher: failures.first_failure
+_CLOSED = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
+    "peer [10.0.0.2]:12345"
+)
+
+
+def test_a_killed_rank_beats_a_peer_that_lost_it_in_the_same_second() -> None:
+    lost = failures.Candidate(1, 2, 100.2, 1, _CLOSED)
+    killed = failures.Candidate(1, 3, 100.9, -9)
+    assert failures.first_failure([lost, killed]) == killed
+    assert lost.consequence and killed.own_signal and not killed.consequence
+
+
+def test_a_peer_that_lost_it_never_beats_a_cause_even_a_second_earlier() -> None:
+    lost = failures.Candidate(0, 0, 99.0, 1, _CLOSED)
+    raised = failures.Candidate(1, 3, 101.0, 1, "ValueError: bad batch")
+    assert failures.first_failure([lost, raised]) == raised
+
+
+def test_among_causes_the_earliest_second_wins_then_a_signal_or_own_error() -> None:
+    early = failures.Candidate(0, 1, 100.0, 1)  # exit 1, nothing known
+    late = failures.Candidate(0, 2, 101.5, -11)
+    assert failures.first_failure([late, early]) == early
+    same_second = failures.Candidate(0, 3, 100.7, -11)
+    assert failures.first_failure([early, same_second]) == same_second
+
+
+def test_sigterm_from_the_launcher_is_a_consequence_and_only_consequences_keep_the_clock() -> None:
+    stopped = failures.Candidate(0, 0, 100.0, -15)
+    assert stopped.consequence
+    watchdog = failures.Candidate(
+        0, 1, 99.0, 1, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)"
+    )
+    assert failures.first_failure([stopped, watchdog]) == watchdog
+    assert failures.first_failure([]) is None
+
+
+def test_torchelastic_summary_lists_every_failed_rank() -> None:
+    summary = failures.ElasticSummary()
+    text = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+gang.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-25_10:20:05
+  host      : sshhost2
+  rank      : 3 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-25_10:20:05
+  host      : sshhost2
+  rank      : 2 (local_rank: 0)
+  exitcode  : 1 (pid: 4241)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================"""
+    for line in text.splitlines():
+        summary.feed(line)
+    found = summary.candidates(1, {2: _CLOSED})
+    assert [(c.rank, c.exit_code) for c in found] == [(2, 1), (3, -9)]
+    assert found[0].time == found[1].time is not None
+    first = failures.first_failure(found)
+    assert first is not None and first.rank == 3  # torchrun's "root cause" was rank 2

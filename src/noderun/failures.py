@@ -10,12 +10,58 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import json
-from collections.abc import Iterable
+import math
+import re
+import signal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-# errors a rank raises only because another rank died first
-SECONDARY = ("Connection closed by peer", "Connection reset by peer", "remote worker crash")
+# errors a rank raises only because another rank died first: it lost its peer, or waited for
+# it in a collective until the watchdog gave up (c10d's ProcessGroupNCCL/gloo wording)
+SECONDARY = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote worker crash",
+    "Broken pipe",
+    "Watchdog caught collective operation timeout",
+    "Timed out waiting",
+    "ProcessGroupNCCL's watchdog",
+    "Socket Timeout",
+    "Failed to recv, got 0 bytes",
+    "NCCL communicator was aborted",
+)
+# the last line of a traceback: the exception a rank raised (its own words)
+_EXCEPTION_LINE = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
+)
+# srun's words for how a task ended -> its exit code (negative: the signal)
+_SRUN_ENDS = {
+    "Killed": -signal.SIGKILL,
+    "Segmentation fault": -signal.SIGSEGV,
+    "Aborted": -signal.SIGABRT,
+    "Bus error": -signal.SIGBUS,
+    "Terminated": -signal.SIGTERM,
+}
+
+
+def exception_line(text: str) -> str | None:
+    """``ValueError: boom`` from a traceback's last line, else None."""
+    match = _EXCEPTION_LINE.match(text.strip())
+    return match.group(1)[:300] if match else None
+
+
+def srun_exit_code(text: str) -> int | None:
+    """The exit code in srun's ``task N: Exited with exit code 3`` / ``task N: Killed``."""
+    if m := re.search(r"Exited with exit code (\d+)", text):
+        return int(m.group(1))
+    return next((code for word, code in _SRUN_ENDS.items() if text.startswith(word)), None)
+
+
+# signals a launcher sends to stop the gang once a rank failed: a consequence, not a cause
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,3 +113,150 @@ def first_primary(records: Iterable[ErrorRecord]) -> ErrorRecord | None:
     """The earliest record that is not a consequence of another failure."""
     primary = [r for r in records if not r.secondary]
     return min(primary, key=lambda r: r.time) if primary else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A rank (or node) that ended badly, as some launcher saw it; ``time`` in epoch seconds
+    (torchrun's summaries have one-second resolution), ``exit_code`` < 0 for a signal."""
+
+    node_rank: int
+    rank: int | None = None
+    time: float | None = None
+    exit_code: int | None = None
+    error: str = ""  # the rank's own last error line, when known
+
+    @property
+    def own_signal(self) -> bool:
+        """Died of a signal nobody sent to stop the gang (SIGKILL, SIGSEGV, SIGABRT, …)."""
+        return self.exit_code is not None and self.exit_code < 0 and not self.stopped
+
+    @property
+    def stopped(self) -> bool:
+        return self.exit_code is not None and -self.exit_code in STOP_SIGNALS
+
+    @property
+    def consequence(self) -> bool:
+        """It only lost a peer, or was stopped by the launcher after another rank failed."""
+        return (is_secondary(self.error) and not self.own_signal) or (
+            self.stopped and not self.error
+        )
+
+    def strength(self) -> int:
+        """0: a cause of its own (a signal, its own error); 1: failed, why unknown; 2: a
+        consequence of another rank's failure."""
+        if self.consequence:
+            return 2
+        return 0 if self.own_signal or self.error else 1
+
+
+def first_failure(candidates: Iterable[Candidate]) -> Candidate | None:
+    """The rank that failed first for its own reason: one rule for every launcher.
+
+    Ranks that only lost a peer come after every rank that failed on its own, whatever the
+    clock says; among the others the earliest second wins, and within one second a signal or
+    an error of its own beats an exit with nothing to say. Unknown times sort last.
+    """
+    ranked = sorted(candidates, key=_order)
+    return ranked[0] if ranked else None
+
+
+def _order(c: Candidate) -> tuple[int, float, int, float, int, int]:
+    strength = c.strength()
+    when = math.inf if c.time is None else c.time
+    return (
+        int(strength == 2),
+        math.floor(when) if c.time is not None else math.inf,
+        strength,
+        when,
+        c.node_rank,
+        -1 if c.rank is None else c.rank,
+    )
+
+
+def candidates_of(records: Iterable[ErrorRecord]) -> Iterator[Candidate]:
+    """The error records as candidates."""
+    for r in records:
+        yield Candidate(r.node_rank, r.rank, r.time, r.exit_code, r.error)
+
+
+_SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
+_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_SUMMARY_ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
+
+
+class ElasticSummary:
+    """Reads torchelastic's ChildFailedError summary (``Failures:`` and ``Root Cause``) line by
+    line: every failed rank it lists, with its time and exit code::
+
+        [1]:
+          time      : 2026-11-25_10:20:05
+          host      : node2
+          rank      : 3 (local_rank: 1)
+          exitcode  : -9 (pid: 4242)
+    """
+
+    def __init__(self) -> None:
+        self.entries: dict[int, dict[str, int | float]] = {}  # rank -> time, local_rank, exit
+        self._current: dict[str, int | float] = {}
+        self._inside = False
+
+    def feed(self, line: str) -> None:
+        if "Failures:" in line or "Root Cause" in line:
+            self._inside, self._current = True, {}
+        elif not self._inside:
+            return
+        elif _SUMMARY_ENTRY.match(line):
+            self._current = {}
+        elif m := _SUMMARY_TIME.match(line):
+            y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+            with contextlib.suppress(ValueError):  # local time, as torchelastic writes it
+                self._current["time"] = datetime.datetime(y, mo, d, h, mi, sec).timestamp()
+        elif m := _SUMMARY_RANK.match(line):
+            self._current["rank"], self._current["local_rank"] = int(m.group(1)), int(m.group(2))
+        elif m := _SUMMARY_EXIT.match(line):
+            self._current["exit_code"] = int(m.group(1))
+            if "rank" in self._current:
+                self.entries.setdefault(int(self._current["rank"]), dict(self._current))
+
+    def candidates(self, node_rank: int, errors: dict[int, str]) -> list[Candidate]:
+        """Every listed rank of ``node_rank``, with its own last error line from ``errors``."""
+        return [
+            Candidate(
+                node_rank,
+                rank,
+                float(e["time"]) if "time" in e else None,
+                int(e["exit_code"]) if "exit_code" in e else None,
+                errors.get(rank, ""),
+            )
+            for rank, e in sorted(self.entries.items())
+        ]
+
+
+def describe(failure: Mapping[str, Any], hosts: Sequence[str] = ()) -> str:
+    """run.json's ``failure`` record in words, one way for every verb::
+
+        rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL
+
+    A reason that already names the rank or node (SLURM's launcher writes the whole sentence)
+    is kept as it is; a field nobody recorded is left out, never printed as None.
+    """
+    reason = str(failure.get("reason") or f"exit code {failure.get('exit_code')}")
+    if re.match(r"(rank|node|ranks|nodes) \d", reason):
+        return reason
+    rank, node, local = failure.get("rank"), failure.get("node_rank"), failure.get("local_rank")
+    host = failure.get("host") or (
+        hosts[node] if isinstance(node, int) and 0 <= node < len(hosts) else None
+    )
+    where = ", ".join(
+        part
+        for part in (
+            (f"node {node}" if node is not None else "") + (f" on {host}" if host else ""),
+            f"local rank {local}" if local is not None and rank is not None else "",
+        )
+        if part.strip()
+    ).strip()
+    if rank is not None:
+        return f"rank {rank}{f' ({where})' if where else ''}: {reason}"
+    return f"{where}: {reason}" if where else reason

@@ -65,10 +65,10 @@ def test_several_inputs_and_a_directory_of_logs(tmp_path):
     logs = tmp_path / "logs"
     shutil.copytree(FIXTURES / "torch", logs)
     done = explain_cli(str(logs / "port_in_use.log"), str(FIXTURES / "run_hang"))
-    assert done.returncode == 0
+    assert done.returncode == 1  # a failure was found
     assert done.stdout.startswith("root cause: ")
     done = explain_cli(str(logs))
-    assert done.returncode == 0 and "root cause:" in done.stdout
+    assert done.returncode == 1 and "root cause:" in done.stdout
 
 
 @pytest.mark.slurm

@@ -362,3 +362,26 @@ def test_job_state_reads_a_finished_job() -> None:
     final = wait(probe.stdout.strip())
     assert (final.status, final.shell_exit_code) == ("failed", 3)
     assert job_state(probe.stdout.strip()) is not None
+
+
+@pytest.mark.parametrize("mode", ["torchrun", "srun"])
+def test_a_plain_scripts_killed_rank_is_named_not_its_peer(tmp_path: Path, mode: str) -> None:
+    """No noderun import: rank 3 SIGKILLs itself, its peers die of "Connection closed by peer"
+    in the same second. The launcher's last line, run.json and explain name rank 3."""
+    from tests.conftest import SCRIPTS
+
+    run_dir = tmp_path / "run"
+    result = noderun(
+        ["submit", "--wait", "--mode", mode, "--nodes", "2", "--nproc-per-node", "2",
+         "--time", "5", "--env", "PLAIN_MODE=sigkill:3", "--run-dir", str(run_dir),
+         str(SCRIPTS / "plain_gang.py")],
+        timeout=300,
+        cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 3 (node 1 on node" in last and "killed by SIGKILL" in last, last
+    assert read_json(run_dir / "run.json")["failure"]["rank"] == 3
+    explained = noderun(["explain", str(run_dir)])
+    assert explained.returncode == 1
+    assert "  failed:   rank 3 (node 1 on node" in explained.stdout, explained.stdout

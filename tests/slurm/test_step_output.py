@@ -67,8 +67,34 @@ def test_srun_mode_task_is_the_rank(tmp_path: Path) -> None:
     _close(sup)
     assert console.getvalue().splitlines()[0] == "1:3| loss 0.5"
     failure = sup.diagnose(137)
-    assert failure.summary == "rank 3 on node2 failed: Killed"
+    assert failure.summary == "rank 3 (node 1 on node2, local rank 1) failed: killed by SIGKILL"
     assert failure.rank == 3
+
+
+def test_srun_mode_a_killed_task_beats_the_peer_srun_reported_first(tmp_path: Path) -> None:
+    """A rank SIGKILLed in a submitted job: rank 0 lost its peer and srun reports it first."""
+    sup, _ = _supervisor(tmp_path, LaunchMode.SRUN)
+    sup.feed("0: RuntimeError: [pair.cc:534] Connection closed by peer [10.0.0.2]:4242\n")
+    sup.feed("srun: error: node1: task 0: Exited with exit code 1\n")
+    sup.feed("srun: error: node1: task 1: Killed\n")
+    _close(sup)
+    failure = sup.diagnose(137)
+    assert failure.rank == 1, failure.summary
+    assert failure.summary == "rank 1 (node 0 on node1, local rank 1) failed: killed by SIGKILL"
+
+
+def test_torchrun_mode_every_failed_rank_of_the_summary_is_weighed(tmp_path: Path) -> None:
+    """torchrun's own root cause is the peer (same second); the summary also lists the kill."""
+    sup, _ = _supervisor(tmp_path, LaunchMode.TORCHRUN)
+    failures_block = ROOT_CAUSE.replace("Root Cause (first observed failure):", "Failures:")
+    peer_root = ROOT_CAUSE.replace("3 (local_rank: 1)", "2 (local_rank: 0)")
+    peer_root = peer_root.replace("-9 (pid", "1 (pid")
+    sup.feed("1: [default0]:RuntimeError: Connection closed by peer [10.0.0.1]:1\n")
+    for line in (failures_block + peer_root).splitlines():
+        sup.feed(line + "\n")
+    _close(sup)
+    failure = sup.diagnose(1)
+    assert failure.rank == 3, failure.summary
 
 
 def test_the_killed_rank_is_named_not_the_peer_that_lost_it(tmp_path: Path) -> None:

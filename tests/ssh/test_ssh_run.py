@@ -87,7 +87,32 @@ def test_a_killed_remote_rank_ends_everything_on_every_host(
     assert not processes_running(str(script)), "a rank outlived the job on a host"
     explained = noderun(["explain", str(run_dir)])  # names the host and rank, as locally
     expected = "  failed:   rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL"
-    assert explained.returncode == 0 and expected in explained.stdout, explained.stdout
+    assert explained.returncode == 1 and expected in explained.stdout, explained.stdout
+
+
+def test_a_plain_script_rank_killed_on_the_second_host_is_named_not_its_peer(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    """No noderun import: rank 3 SIGKILLs itself, rank 2 on the same host dies of "Connection
+    closed by peer" in the same second. torchrun's own root cause may pick rank 2."""
+    script = tmp_path / f"plain_gang_{tmp_path.name}.py"
+    shutil.copy(SCRIPTS / "plain_gang.py", script)
+    run_dir = tmp_path / "run"
+    result = noderun(
+        [*_ssh(ssh_lab, "--nproc-per-node", "2", "--env", "PLAIN_MODE=sigkill:3", "--run-dir",
+               str(run_dir)), str(script)],
+        cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "rank 3 (node 1 on sshhost2, local rank 1) failed: killed by SIGKILL" in last, last
+    assert json.loads((run_dir / "run.json").read_text())["failure"]["rank"] == 3
+    explained = noderun(["explain", str(run_dir)])
+    expected = "  failed:   rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL"
+    assert explained.returncode == 1 and expected in explained.stdout, explained.stdout
+    time.sleep(1)
+    assert not processes_running(str(script)), "a rank outlived the job on a host"
 
 
 def test_ctrl_c_tears_down_every_host(ssh_lab: SshLab, tmp_path: Path) -> None:

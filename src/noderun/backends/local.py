@@ -105,6 +105,7 @@ class _NodeOutput:
         self.node = node_rank
         self.in_root_cause = False
         self.root: dict[str, int] = {}
+        self.summary = failures.ElasticSummary()  # every failed rank torchrun lists
         self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
 
     def feed(self, raw: str, stream: str) -> None:
@@ -116,6 +117,7 @@ class _NodeOutput:
             self.rank_line(local, match.group(2))
             return
         self.sup.agent_line(self.node, line)
+        self.summary.feed(line)
         if "Root Cause" in line:
             self.in_root_cause = True
         elif self.in_root_cause:
@@ -314,7 +316,7 @@ class LocalSupervisor:
                 local_rank=root.get("local_rank"),
                 exit_code=root.get("exit_code", codes[failed_node]),
             )
-            failure = self._first_failure(failure)
+            failure = self._first_failure(failure, sinks)
             if failure.rank is not None and failure.error is None:
                 failure.error = self._last_error.get(failure.rank)
             node = self.node(failure.node_rank)
@@ -359,20 +361,37 @@ class LocalSupervisor:
                 return node
         return failed[0]
 
-    def _first_failure(self, observed: RankFailure) -> RankFailure:
-        """Prefer the earliest primary error recorded by ranks over the first exit observed."""
-        first = failures.first_primary(failures.read_all(self.logs))
-        if first is None:
+    def _first_failure(self, observed: RankFailure, sinks: dict[int, _NodeOutput]) -> RankFailure:
+        """The rank that failed first for its own reason (failures.first_failure), from the
+        ranks' error records, torchrun's summaries and the ranks' own error lines."""
+        records = failures.read_all(self.logs)
+        per_rank = {c.rank: c for c in failures.candidates_of(records)}
+        for node, sink in sinks.items():
+            for c in sink.summary.candidates(node, self._last_error):
+                per_rank.setdefault(c.rank, c)
+        nproc = self.plan.nproc_per_node
+        for rank, error in self._last_error.items():
+            per_rank.setdefault(rank, failures.Candidate(rank // nproc, rank, error=error))
+        if observed.rank is not None:
+            per_rank.setdefault(
+                observed.rank,
+                failures.Candidate(
+                    observed.node_rank,
+                    observed.rank,
+                    exit_code=observed.exit_code,
+                    error=self._last_error.get(observed.rank, ""),
+                ),
+            )
+        first = failures.first_failure(per_rank.values())
+        if first is None or first.rank is None or first.consequence:
             return observed
-        if observed.rank == first.rank:
-            observed.error = first.error
-            return observed
+        record = next((r for r in records if r.rank == first.rank), None)
         return RankFailure(
             node_rank=first.node_rank,
             rank=first.rank,
-            local_rank=first.rank % self.plan.nproc_per_node,
-            exit_code=first.exit_code,
-            error=first.error,
+            local_rank=first.rank % nproc,
+            exit_code=1 if first.exit_code is None else first.exit_code,  # it raised
+            error=record.error if record else None,
         )
 
     def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:

@@ -94,6 +94,8 @@ class StepSupervisor:
         self._files: dict[str, IO[str]] = {}
         self._node_errors: list[tuple[int, str]] = []  # (node or rank task, message)
         self._root: dict[int, dict[str, int]] = {}  # node -> torchrun root cause
+        self._summaries: dict[int, failures.ElasticSummary] = {}  # node -> every failed rank
+        self._last_error: dict[int, str] = {}  # rank -> the last exception line it printed
         self._in_root: set[int] = set()
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
         self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
@@ -147,6 +149,8 @@ class StepSupervisor:
         self._agent_line(task, text)
 
     def _rank_line(self, node: int, rank: int, text: str) -> None:
+        if error := failures.exception_line(text):
+            self._last_error[rank] = error
         shown = self.show(rank % self.plan.nproc_per_node)
         self._write(f"{node}:{rank}| {text}" if shown else None, f"rank{rank}.log", text)
         if self.stall:
@@ -159,6 +163,7 @@ class StepSupervisor:
         else:
             with self._lock:
                 self._file(f"node{node}.agent.log").write(text + "\n")
+        self._summaries.setdefault(node, failures.ElasticSummary()).feed(text)
         if "Root Cause" in text:
             self._in_root.add(node)
         elif node in self._in_root:
@@ -244,6 +249,22 @@ class StepSupervisor:
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
             return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
         records = self._error_records()
+        cause = self._first_failure()
+        if cause is not None and cause.rank is not None and not cause.consequence:
+            rank, node = cause.rank, plan.node_of_rank(cause.rank)
+            error = records[rank][2] if rank in records else cause.error
+            how = (
+                f"failed first: {error}"
+                if error
+                else f"failed: {_signal_text(cause.exit_code or 1)}"
+            )
+            return StepFailure(
+                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
+                f"{rank % plan.nproc_per_node}) {how}",
+                rank=rank,
+                log=f"rank{rank}.log",
+                exit_code=self._exit_codes.get(rank, cause.exit_code),
+            )
         primary = [r for r in records.values() if not failures.is_secondary(r[2])]
         if primary:
             _, rank, error = min(primary)
@@ -284,6 +305,32 @@ class StepSupervisor:
                 exit_code=int(code.group(1)) if code and plan.mode is LaunchMode.SRUN else None,
             )
         return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
+
+    def _first_failure(self) -> failures.Candidate | None:
+        """failures.first_failure over the ranks' error records, torchrun's summaries, srun's
+        task reports (srun mode) and the exception lines the ranks printed."""
+        plan = self.plan
+        per_rank = {c.rank: c for c in failures.candidates_of(failures.read_all(self.logs))}
+        for node, summary in self._summaries.items():
+            for c in summary.candidates(node, self._last_error):
+                per_rank.setdefault(c.rank, c)
+        if plan.mode is LaunchMode.SRUN:
+            for _, tasks, text in self._srun_errors:
+                for rank in sorted(_task_ids(tasks)):
+                    per_rank.setdefault(
+                        rank,
+                        failures.Candidate(
+                            plan.node_of_rank(rank),
+                            rank,
+                            exit_code=failures.srun_exit_code(text),
+                            error=self._last_error.get(rank, ""),
+                        ),
+                    )
+        for rank, error in self._last_error.items():
+            per_rank.setdefault(
+                rank, failures.Candidate(plan.node_of_rank(rank), rank, error=error)
+            )
+        return failures.first_failure(per_rank.values())
 
     def _error_records(self) -> dict[int, tuple[float, int, str]]:
         """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""

@@ -46,4 +46,6 @@ def examine_sources(sources: Sources, scanner: Scanner) -> Verdict:
             raise UsageError(
                 f"cannot read {path}: {err.strerror}", "check its permissions"
             ) from None
-    return judge(ranker, sources)
+        except (UnicodeError, ValueError) as err:  # a log that is not text after all
+            raise UsageError(f"cannot read {path} as text: {err}", "pass a text log") from None
+    return judge(ranker, sources, scanner.last_lines)

@@ -43,7 +43,10 @@ class Finding:
         }
 
 
-Key = tuple[int, int, float, int, int]
+Key = tuple[int, int, float, int, float, int, int]
+# a warning-level record ([W socket.cpp:…], glog W…, NCCL WARN): an error-level line of the
+# same cause in the same second is the better evidence (c10d retries, then gives up with [E])
+_WARN_LEVEL = re.compile(r"(^|[\s\]|:])\[?W(\d{4} | )|\bNCCL WARN\b|\bWARNING\b")
 
 
 class Ranker:
@@ -72,7 +75,7 @@ class Ranker:
     def add_file(self, path: Path, hits: Iterable[Hit]) -> None:
         """All hits of one file, in line order; O(causes) memory however many hits."""
         # earliest per cause, tier and refuting sign
-        first: dict[tuple[str, Tier, str], tuple[Hit, float | None]] = {}
+        first: dict[tuple[str, Tier, str, bool, bool], tuple[Hit, float | None]] = {}
         last_stamp: float | None = None
         first_stamp: float | None = None
         errors_before = False  # an error-level line came earlier in this file
@@ -90,17 +93,21 @@ class Ranker:
             if hit.time is not None:
                 last_stamp = hit.time
                 first_stamp = hit.time if first_stamp is None else first_stamp
+            level = bool(_WARN_LEVEL.search(hit.text))
             first.setdefault(
-                (signature.cause, signature.tier, signature.refuted_by), (hit, last_stamp)
+                (signature.cause, signature.tier, signature.refuted_by, signature.generic, level),
+                (hit, last_stamp),
             )
         index = self.file_order.get(path, len(self.file_order))
-        for hit, stamp in first.values():
+        for (*_, generic, level), (hit, stamp) in first.items():
             when = next(
                 (t for t in (stamp, self.time_hints.get(path), first_stamp) if t is not None), None
             )
             key = (
                 int(hit.signature.tier),
                 int(hit.signature.run_failed),  # a launcher's report after a rank's own words
+                math.inf if when is None else math.floor(when),
+                int(generic) * 2 + int(level),  # in one second: what says why, at error level
                 math.inf if when is None else when,
                 index,
                 hit.line,

@@ -6,20 +6,23 @@ lines in large chunks; only those lines are then attributed to a signature with 
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import datetime
+import io
 import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from noderun.explain.signatures import SIGNATURES, Signature
+from noderun.explain.signatures import SIGNATURES, Signature, Tier
 
 CHUNK = 4 << 20
 MAX_LINE = 16 << 20  # a "line" longer than this is cut: memory stays bounded
 LOOKBACK = 2048  # bytes before a hit searched for the timestamp of its log record
 BINARY_PROBE = 8192
+TAIL_WINDOW = 1 << 16  # the last line of a file is looked for in its last 64 KiB
 
 try:  # RE2 when installed (a core dependency); Python's re otherwise, slower but identical
     import re2 as _re2  # type: ignore[import-not-found,import-untyped,unused-ignore]
@@ -28,6 +31,9 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
+# an info-level record (NCCL INFO, logging's INFO): never a failure by generic words alone
+# (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
+_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|\bINFO\b")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 
 
@@ -58,9 +64,28 @@ def compile_combined(table: Sequence[Signature], engine: str = "auto") -> Any:
     return re.compile(pattern.encode())
 
 
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
 def is_binary(path: Path) -> bool:
+    """NUL bytes near the start: not a text log (UTF-16 with its BOM is text)."""
     with open(path, "rb") as handle:
-        return b"\0" in handle.read(BINARY_PROBE)
+        head = handle.read(BINARY_PROBE)
+    return not head.startswith(_UTF16_BOMS) and b"\0" in head
+
+
+def _chunks(handle: BinaryIO) -> Iterator[bytes]:
+    """The file in chunks of UTF-8 (a UTF-16 log is decoded on the way), constant memory."""
+    head = handle.read(2)
+    if head in _UTF16_BOMS:  # the BOM is read: the rest has its byte order
+        order = "utf-16-le" if head == codecs.BOM_UTF16_LE else "utf-16-be"
+        text = io.TextIOWrapper(handle, encoding=order, errors="replace", newline="")
+        while chunk := text.read(CHUNK // 2):
+            yield chunk.encode("utf-8", "replace")
+        return
+    yield head + handle.read(CHUNK - len(head))  # chunks stay aligned to CHUNK
+    while data := handle.read(CHUNK):
+        yield data
 
 
 def timestamp(text: bytes, year: int) -> float | None:
@@ -92,6 +117,8 @@ class Scanner:
         self.table = tuple(table)
         self.finder = compile_combined(self.table, engine)
         self.line_patterns = [(re.compile(s.pattern), s) for s in self.table]
+        # per file scanned: its last non-empty line (1-based number, text); one line per file
+        self.last_lines: dict[Path, tuple[int, str]] = {}
 
     def classify(self, text: str) -> Signature | None:
         """The first signature (in table order) matching one line; source code quoted in a
@@ -100,17 +127,21 @@ class Scanner:
             return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):
+                if signature.tier is Tier.LAST_RESORT and _INFO_LEVEL.search(text):
+                    return None
                 return signature
         return None
 
     def scan(self, path: Path) -> Iterator[Hit]:
-        """Every matching line of ``path`` with its 1-based line number; constant memory."""
+        """Every matching line of ``path`` with its 1-based line number; constant memory.
+        Its last non-empty line is kept in ``last_lines``."""
         year = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.UTC).year
         lines_before = 0  # newlines in the chunks already done
         carry = b""
         with open(path, "rb", buffering=0) as handle:
+            chunks = _chunks(handle)
             while True:
-                data = handle.read(CHUNK)
+                data = next(chunks, b"")
                 buf = carry + data if carry else data
                 if not buf:
                     return
@@ -123,8 +154,19 @@ class Scanner:
                 elif cut == 0:
                     cut = len(buf)
                 yield from self._scan_block(path, buf, cut, lines_before, year)
+                self._keep_last_line(path, buf, cut, lines_before)
                 lines_before += buf.count(b"\n", 0, cut)
                 carry = buf[cut:]
+
+    def _keep_last_line(self, path: Path, buf: bytes, end: int, lines_before: int) -> None:
+        offset = max(0, end - TAIL_WINDOW)  # a small copy: never the whole chunk
+        body = buf[offset:end].rstrip()
+        if not body:
+            return
+        start = offset + body.rfind(b"\n") + 1
+        number = lines_before + buf.count(b"\n", 0, start) + 1
+        text = buf[start : offset + len(body)].decode("utf-8", "replace").strip()[:300]
+        self.last_lines[path] = (number, text)
 
     def _scan_block(
         self, path: Path, buf: bytes, end: int, lines_before: int, year: int

@@ -50,7 +50,14 @@ CAUSES: dict[str, str] = {
     "fl-client-conflict": "several FL clients for one site, or flare.init timed out",
     "storage-missing": "a file or checkpoint is missing on (some) nodes",
     "version-mismatch": "python/torch/CUDA/NCCL versions differ between nodes or builds",
-    "finalization-abort": "a rank aborted after its work ended (torch's gloo teardown)",
+    "finalization-abort": "a rank aborted after its work ended (at interpreter exit, teardown)",
+    "ssh-unreachable": "the launcher cannot ssh into another node (keys, sshd, host name)",
+    "shm-exhausted": "/dev/shm has no room for shared-memory segments (data workers, NCCL)",
+    "duplicate-gpu": "two ranks on one node use the same GPU",
+    "link-fault": "a network link (InfiniBand/RoCE port) is failing",
+    "time-limit": "SLURM ended the job at its time limit",
+    "interrupted": "the run was stopped from outside (Ctrl-C, a signal to the launcher)",
+    "node-failure": "SLURM lost a node of the job (node failure)",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -64,6 +71,7 @@ SIGNS: dict[str, str] = {
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
     "backend": "the process group backend",
+    "member": "a rank other than 0 announced itself (Lightning's GLOBAL_RANK/MEMBER line)",
     "requeued": "SLURM requeued the job (preempted, to run again): its step was cancelled for it",
 }
 
@@ -77,6 +85,9 @@ class Signature:
     tier: Tier = Tier.ROOT
     refuted_by: str = ""  # a SIGNS key: when seen anywhere, this finding is moot
     run_failed: bool = False  # a launcher reporting that the run failed
+    # says only that something failed (an exception's type, an exit code): within the same
+    # second a line of the same tier that says why is the better evidence (findings.Ranker)
+    generic: bool = False
 
     def __post_init__(self) -> None:
         known = {Tier.SIGN: SIGNS, Tier.WARNING: WARNINGS}.get(self.tier, CAUSES)
@@ -102,6 +113,14 @@ _RDZV_FIX = (
     "MASTER_PORT and world size"
 )
 _OOM_FIX = "lower the batch size or model size per rank, or ask for more memory (--mem)"
+_SSH_FIX = (
+    "make passwordless ssh work from the launching node to every other (keys, sshd, the host "
+    "names in the hostfile), or start one launcher per node with srun instead of over ssh"
+)
+_SHM_FIX = (
+    "give /dev/shm more room (docker --shm-size / --ipc=host, a larger tmpfs), or use fewer "
+    "DataLoader workers"
+)
 _CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
 _ABORT_FIX = (
     "the work finished; torch 2.13's gloo backend aborts in interpreter teardown (pytorch/pytorch "
@@ -131,30 +150,54 @@ SIGNATURES: tuple[Signature, ...] = (
         Tier.WEAK,
         refuted_by="registered",
     ),
+    # Lightning's SLURM environment: several nodes asked for, but the processes not started by srun
+    Signature(
+        "missing-launcher",
+        r"running multi-node training without SLURM handling the processes",
+        "the job asks for several nodes but its processes were not started by srun",
+        _SRUN_FIX,
+        Tier.WEAK,
+        refuted_by="registered",
+    ),
     Signature(
         "device-ordinal",
-        r"invalid device ordinal",
+        r"invalid device ordinal|[Yy]our machine only has:? \[",
         "a rank selected a GPU index that does not exist on its node",
-        "use LOCAL_RANK (not RANK) as the device index: torch.cuda.set_device(local_rank)",
+        "use LOCAL_RANK (not RANK) as the device index: torch.cuda.set_device(local_rank); ask "
+        "for as many GPUs per node as ranks per node",
+    ),
+    # NCCL init (src/init.cc): two ranks of one communicator on the same device
+    Signature(
+        "duplicate-gpu",
+        r"Duplicate GPU detected",
+        "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
+        "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
+        "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks",
     ),
     # only when nothing error-level came before it in its log (see findings.Ranker)
     Signature(
         "finalization-abort",
-        r"terminate called without an active exception",
-        "a rank aborted (SIGABRT) in interpreter teardown after its work had ended",
+        r"terminate called without an active exception|free\(\): invalid pointer|"
+        r"double free or corruption|munmap_chunk\(\): invalid pointer|"
+        r"corrupted size vs\. prev_size",
+        "a rank aborted (SIGABRT) in native code with no error before it: in interpreter "
+        "teardown when its work had ended",
         _ABORT_FIX,
     ),
     Signature(
         "out-of-memory",
         r"CUDA out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|"
         r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
-        r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b",
+        r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
+        # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
+        r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
+        r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed",
         "memory exhausted",
         _OOM_FIX,
     ),
     Signature(
         "port-in-use",
-        r"[Aa]ddress already in use|EADDRINUSE|failed to listen on any local network address|"
+        r"[Aa]ddress already in use|EADDRINUSE|failed to listen on any local network|"
         r"port \d+ is (already )?in use",
         "the rendezvous port is already taken on the master",
         _PORT_FIX,
@@ -163,9 +206,35 @@ SIGNATURES: tuple[Signature, ...] = (
         "network-unreachable",
         r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
         r"Unable to find address for|no socket interface found|"
-        r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed",
+        r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed|"
+        # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
+        r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
+        r"NET/Socket : .*failed|NET/IB : Got completion from peer .* with error",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
+    ),
+    Signature(
+        "link-fault",
+        r"NET/IB : .*Got async event : (port error|local catastrophic error|.*link)",
+        "the InfiniBand/RoCE port reported an error: a failing or flapping link",
+        "drain the node and have the link checked (ibstat, the switch port); exclude the node",
+    ),
+    # the launchers that start nodes over ssh (pdsh, deepspeed, accelerate's, mpirun)
+    Signature(
+        "ssh-unreachable",
+        r"ssh: connect to host .* port \d+:|Permission denied \(publickey|"
+        r"Host key verification failed|ssh: Could not resolve hostname|"
+        r"ssh exited with exit code 255",
+        "the launcher could not ssh into a node",
+        _SSH_FIX,
+    ),
+    Signature(
+        "shm-exhausted",
+        r"insufficient shared memory|Error while creating shared memory segment|"
+        r"unable to (allocate|open|write to) shared memory|No space left on device.*shm|"
+        r"/dev/shm.*No space left on device",
+        "/dev/shm is too small for the shared memory segments",
+        _SHM_FIX,
     ),
     Signature(
         "connection-refused",
@@ -191,8 +260,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "connection-refused",
-        r"[Cc]onnection refused|ECONNREFUSED|client socket has timed out after \d+ms while trying "
-        r"to connect|client socket has failed to connect",
+        r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect|"
+        # c10d (socket.cpp): the store client retried until its timeout: nobody listened in time
+        r"client socket has timed out after \S+ while trying to connect",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
     ),
@@ -204,12 +274,31 @@ SIGNATURES: tuple[Signature, ...] = (
         "fix the call at that rank's frame (data loading, I/O, a lock, a dead mount) or bound it "
         "with a timeout; the stall report holds every rank's stack",
     ),
+    # c10d's ProcessGroupWrapper (TORCH_DISTRIBUTED_DEBUG=DETAIL) compares ranks' collectives
+    Signature(
+        "collective-deadlock",
+        r"Detected mismatch between collectives|"
+        # NCCL's own check of the collectives ranks call
+        r"Mismatched collective detected",
+        "ranks called different collectives (c10d's desync check caught it)",
+        "make every rank call the same collectives in the same order, with the same shapes: "
+        "look for a collective inside a rank- or data-dependent branch",
+    ),
     Signature(
         "collective-deadlock",
         r"^(noderun: )?collective-deadlock: ",
         "ranks wait in different collectives, so none can complete (a deadlock)",
         "make every rank call the same collectives in the same order: look for a collective "
         "inside a rank-dependent branch at the lines named",
+    ),
+    # Horovod's stall check: some ranks wait for others that never submit the tensor
+    Signature(
+        "stalled-rank",
+        r"submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting",
+        "some ranks wait in a collective that the others never join (a stalled rank)",
+        "find the rank that is missing (the warning lists the tensors and ranks) and why it "
+        "stopped: data loading, a rank-dependent branch, I/O",
+        Tier.WEAK,
     ),
     Signature(
         "stalled-rank",
@@ -222,18 +311,30 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "collective-timeout",
         r"Watchdog caught collective operation timeout|[Cc]ollective operation timeout|"
-        r"Timed out waiting \d+ms for (recv|send)|Detected mismatch between collectives|"
+        r"Timed out waiting \d+ms for (recv|send)|"
         r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout|NCCL timeout|"
         r"collective.*timed out",
         "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
         "make every rank call the same collectives in the same order; find the stuck rank "
         "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
     ),
+    # ProcessGroupNCCL's watchdog, when a work failed or timed out: what the NCCL WARN or the
+    # timeout line before it says is the cause
+    Signature(
+        "collective-timeout",
+        r"Some NCCL operations have failed or timed out",
+        "NCCL's watchdog saw a collective fail or time out",
+        "find the first rank that failed or got stuck (its own error or stack); "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL names the collective",
+        Tier.CONSEQUENCE,
+    ),
     Signature(
         "rendezvous-timeout",
         r"(waiting for clients\.\s*|^\s*)\d+/\d+ clients joined|RendezvousTimeoutError|"
         r"ranks joined at .* never arrived|[Rr]endezvous.*timed? ?out|"
-        r"could not reach the master|DistStoreError: wait timeout",
+        r"could not reach the master|DistStoreError: wait timeout|"
+        # c10d's store-based barrier: worker_count of world_size ranks arrived
+        r"Timed out initializing process group in store based barrier",
         "some ranks or nodes never joined the rendezvous",
         _RDZV_FIX,
     ),
@@ -263,9 +364,25 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "storage-missing",
         r"FileNotFoundError|[Nn]o such file or directory|checkpoint .* does not exist|"
-        r"[Ss]tale file handle|ENOENT",
+        r"[Ss]tale file handle|ENOENT|\bFile \S+ not found|checkpoints? paths? (is|are) missing",
         "a file the job needs is missing (not on a shared filesystem?)",
         "put data and checkpoints on a filesystem every node mounts at the same path",
+    ),
+    # torch's summary of a NCCL result code (ProcessGroupNCCL/NCCLUtils "NCCL error in: …"):
+    # NCCL printed why in a `NCCL WARN` line (or torch's `Last error:`) before it
+    Signature(
+        "rank-crashed",
+        r"remote process exited or there was a network error|ncclRemoteError",
+        "NCCL lost a peer: a remote rank exited, or the network dropped",
+        _CRASH_FIX,
+        Tier.CONSEQUENCE,
+    ),
+    Signature(
+        "network-unreachable",
+        r"NCCL error.*unhandled system error|ncclSystemError",
+        "NCCL reported a system error: a socket or InfiniBand call failed between the nodes",
+        _IFACE_FIX + "; NCCL_DEBUG=INFO names the failing call",
+        Tier.WEAK,
     ),
     # consequences: what the surviving ranks and the launchers report after a rank died
     Signature(
@@ -294,6 +411,31 @@ SIGNATURES: tuple[Signature, ...] = (
         "the launcher reports that a rank failed",
         _CRASH_FIX,
         run_failed=True,  # a report: ranks after what a rank's own log names (findings.Ranker)
+        generic=True,
+    ),
+    # torchelastic's summary names the signal a worker died of: a cause of its own, unlike
+    # SIGTERM, which the agent sends the others to stop them
+    Signature(
+        "rank-crashed",
+        r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received",
+        "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
+        "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
+        "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
+        run_failed=True,
+    ),
+    # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
+    Signature(
+        "time-limit",
+        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT",
+        "SLURM cancelled the job at its time limit",
+        "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
+        "(the lines before it; `noderun submit` warns before the limit)",
+    ),
+    Signature(
+        "node-failure",
+        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
+        "a node of the job failed, and SLURM cancelled the job",
+        "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
     ),
     # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
     # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)
@@ -332,9 +474,11 @@ SIGNATURES: tuple[Signature, ...] = (
     # the last line of a traceback: the exception the first failing rank raised
     Signature(
         "rank-crashed",
-        r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)",
+        r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)|"
+        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b",
         "a rank raised an exception",
         "fix the exception in the first failing rank's traceback",
+        generic=True,
     ),
     Signature(
         "nccl-warning",
@@ -362,7 +506,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "finished",
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
-        r"noderun: job completed in ",
+        r"noderun: job completed in |"
+        # transformers' Trainer.train() at its end
+        r"Training completed\. Do not forget to share your model",
         "the run finished",
         "",
         Tier.SIGN,
@@ -371,6 +517,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "registered",
         r"All distributed processes registered\. Starting with (\d+) processes",
         "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "member",
+        r"GLOBAL_RANK: ([1-9]\d*), MEMBER: \d+/\d+",
+        "a rank other than 0 announced itself",
         "",
         Tier.SIGN,
     ),

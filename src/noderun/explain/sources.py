@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from noderun import rundir
+from noderun import failures, rundir
 from noderun.backends import slurm
 from noderun.errors import UsageError
+from noderun.explain.findings import Evidence, Finding
 from noderun.explain.scanner import is_binary
+from noderun.explain.signatures import CAUSES, Tier
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
@@ -34,6 +36,8 @@ class Sources:
     attempts: list[str] = dataclasses.field(default_factory=list)
     # which rank failed where, as the launcher recorded it (run.json): "rank 3 (node 1 on h…"
     failed_rank: str | None = None
+    # causes the run's own records prove (stopped from outside, no output file): first
+    known: list[Finding] = dataclasses.field(default_factory=list)
     _seen: set[Path] = dataclasses.field(default_factory=set, repr=False)
 
     def add(self, path: Path) -> None:
@@ -59,7 +63,11 @@ def collect(targets: Sequence[str]) -> Sources:
 
 
 def _add_file(sources: Sources, path: Path, explicit: bool) -> bool:
+    if explicit and not path.is_file():  # a FIFO or a device: reading could block or never end
+        raise UsageError(f"{path} is not a regular file", "pass a log file or a directory")
     try:
+        if explicit and path.stat().st_size == 0:
+            raise UsageError(f"{path} is empty: nothing to explain", "pass the log with output")
         binary = is_binary(path)
     except OSError as err:
         raise UsageError(
@@ -106,17 +114,7 @@ def failed_rank(run: dict[str, Any]) -> str | None:
     rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL
     """
     failure = run.get("failure") or {}
-    if not failure:
-        return None
-    node, hosts = failure.get("node_rank"), run.get("hosts") or []
-    host = failure.get("host") or (
-        hosts[node] if isinstance(node, int) and 0 <= node < len(hosts) else None
-    )
-    where = f"node {node}" + (f" on {host}" if host else "")
-    if failure.get("rank") is None:
-        return f"{where}: {failure.get('reason')}"
-    local = f", local rank {failure['local_rank']}" if failure.get("local_rank") is not None else ""
-    return f"rank {failure['rank']} ({where}{local}): {failure.get('reason')}"
+    return failures.describe(failure, run.get("hosts") or []) if failure else None
 
 
 def _add_run_facts(sources: Sources, directory: Path) -> bool:
@@ -129,6 +127,18 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
             )
     run = _read_json(directory / "run.json")
     sources.attempts += rundir.attempt_lines(run)
+    if run.get("interrupted_by"):  # Ctrl-C or a signal to the launcher: not a rank's failure
+        sources.known.append(
+            _known(
+                "interrupted",
+                f"the run was stopped by {run['interrupted_by']} sent to the launcher (Ctrl-C, "
+                "kill, scancel); no rank failed on its own",
+                "nothing to fix if that was meant; resume with `noderun run --resume` (the "
+                "latest checkpoint)",
+                str(directory / "run.json"),
+                f"run {run.get('status')}: interrupted by {run['interrupted_by']}",
+            )
+        )
     if run.get("status") in ("failed", "interrupted") or run.get("exit_code") not in (None, 0):
         where = failed_rank(run)
         sources.failed_rank = sources.failed_rank or where
@@ -146,10 +156,12 @@ def _add_slurm_job(sources: Sources, job_id: str) -> None:
     record = slurm.job_record(job_id)
     if record is None:
         raise UsageError(f"unknown SLURM job id {job_id}", "check it with `sacct -j ID`")
+    state = record.state
     for name in record.output_files():
         if Path(name).is_file():
             _add_file(sources, Path(name), explicit=False)
-    state = record.state
+        elif state.final and state.status != "completed":
+            sources.known.append(_missing_output(job_id, Path(name)))
     if state.status == "completed":
         sources.succeeded.append((f"job {job_id}", f"SLURM job {job_id} ended {state.state}"))
     elif state.final:
@@ -161,6 +173,25 @@ def _add_slurm_job(sources: Sources, job_id: str) -> None:
             f"SLURM job {job_id} left no log files that can be read here",
             "pass the job's output files or run directory instead",
         )
+
+
+def _known(cause: str, summary: str, fix: str, where: str, text: str) -> Finding:
+    return Finding(cause, summary, fix, Evidence(where, 0, text), Tier.ROOT, None)
+
+
+def _missing_output(job_id: str, path: Path) -> Finding:
+    """SLURM opens a job's output file before the script runs: a folder made by the script
+    itself comes too late, and the job fails with no output at all."""
+    folder = path.parent
+    now = "does not exist" if not folder.is_dir() else "exists now (made by the script, too late)"
+    return _known(
+        "storage-missing",
+        f"job {job_id}'s output file {path} was never written: its folder {folder} {now}",
+        f"create {folder} before sbatch (`mkdir -p {folder}`), or point #SBATCH --output at a "
+        "folder that exists",
+        f"job {job_id}",
+        f"{CAUSES['storage-missing']}: {path}",
+    )
 
 
 def run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:

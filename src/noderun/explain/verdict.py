@@ -4,12 +4,29 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from noderun.explain.findings import Evidence, Finding, Ranker
+from noderun.explain.scanner import Hit
 from noderun.explain.signatures import CAUSES, SIGNS, Tier
 from noderun.explain.sources import Sources
 
+# what makes a job run into its time limit: when one of these was seen, it is the cause and
+# the time limit its consequence
+_HANGS = frozenset(
+    {
+        "missing-launcher",
+        "stalled-rank",
+        "collective-deadlock",
+        "collective-timeout",
+        "rendezvous-timeout",
+        "port-in-use",
+        "connection-refused",
+    }
+)
 _MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
 
 
@@ -39,10 +56,17 @@ class Verdict:
     finished: bool
     attempts: list[str] = dataclasses.field(default_factory=list)  # restarted runs: each one
     failed_rank: str | None = None  # the launcher's record: rank, node, host, reason
+    # an unclassified failure: each log's last non-empty line (file, line, text)
+    last_lines: list[Evidence] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return bool(self.failures)
+
+    @property
+    def unclassified(self) -> bool:
+        """A failure no known cause fits: its evidence is the first error-level line."""
+        return bool(self.failures) and self.failures[0].cause == "unknown"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,11 +77,16 @@ class Verdict:
             "seen": [s.to_dict() for s in self.seen],
             "attempts": self.attempts,
             "failed_rank": self.failed_rank,
+            "unclassified": self.unclassified,
+            "last_lines": [dataclasses.asdict(e) for e in self.last_lines],
         }
 
 
-def judge(ranker: Ranker, sources: Sources) -> Verdict:
-    """Weigh what was found: refuted findings go, a finished run has only warnings."""
+def judge(
+    ranker: Ranker, sources: Sources, last_lines: Mapping[Path, tuple[int, str]] | None = None
+) -> Verdict:
+    """Weigh what was found: refuted findings go, a finished run has only warnings. An
+    unclassified failure also gets each log's last line (``last_lines``, per file)."""
     signs = {kind for kind, _ in ranker.signs}
     ranked = [f for f in ranker.findings() if not (f.refuted_by and f.refuted_by in signs)]
     warnings = [f for f in ranked if f.tier is Tier.WARNING]
@@ -78,15 +107,77 @@ def judge(ranker: Ranker, sources: Sources) -> Verdict:
         )
     if any(f.tier is not Tier.LAST_RESORT for f in problems):
         problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
+    if problems and problems[0].cause == "time-limit":
+        hang = next((f for f in problems if f.cause in _HANGS), None)
+        if hang is not None:  # it hung, then ran out of time
+            problems = [hang, *(f for f in problems if f is not hang)]
     if mismatch and (problems or sources.failures):
         problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
     elif mismatch:
         warnings.insert(0, mismatch)
+    problems = [_fewer_ranks(ranker, f) for f in problems]
+    exit_failure = _after_the_work(ranker, problems)
+    if exit_failure is not None:
+        problems.insert(0, exit_failure)
+    if sources.known:  # what the run's records prove comes before what the logs suggest
+        problems = [*sources.known, *(f for f in problems if f.cause != "rank-crashed")]
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
-    return Verdict(
+    verdict = Verdict(
         problems, warnings, _seen(ranker, sources), False, sources.attempts, sources.failed_rank
     )
+    if verdict.unclassified and last_lines:
+        verdict.last_lines = [
+            Evidence(str(path), *last_lines[path]) for path in sources.files if path in last_lines
+        ]
+    return verdict
+
+
+def _fewer_ranks(ranker: Ranker, finding: Finding) -> Finding:
+    """Lightning's ``MEMBER: 1/N`` means "all ranks think they are 0" only when no other rank
+    announced itself; when others did, fewer ranks were started than the Trainer expects."""
+    members = sorted({int(v) for (kind, v), _ in ranker.signs.items() if kind == "member"})
+    if finding.cause != "missing-launcher" or "MEMBER: 1/" not in finding.evidence.text:
+        return finding
+    if not members or finding.occurrences > 1:  # rank 0 claimed more than once: duplicates
+        return finding
+    expected = finding.evidence.text.split("MEMBER: 1/")[1].split()[0].strip(",")
+    return dataclasses.replace(
+        finding,
+        cause="rendezvous-timeout",
+        summary=f"ranks 0 and {', '.join(map(str, members[:8]))} started, but the Trainer "
+        f"expects {expected}: fewer processes were launched than num_nodes x devices",
+        fix="make the launch match the Trainer: nodes x processes per node (--nnodes, "
+        "--nproc-per-node) == Trainer(num_nodes=…) x devices",
+    )
+
+
+def _after_the_work(ranker: Ranker, problems: list[Finding]) -> Finding | None:
+    """The work finished (a sign of it was printed) and every failure came after it: the run
+    died at exit (teardown: a watchdog, a segfault, an abort), not while it worked."""
+    finished = next(
+        (hit for (kind, _), (hit, _) in ranker.signs.items() if kind == "finished"), None
+    )
+    if finished is None or not problems or problems[0].cause == "finalization-abort":
+        return None
+    if not all(_later(finished, f) for f in problems):
+        return None
+    root = problems[0]
+    return Finding(
+        cause="finalization-abort",
+        summary=f"the work finished, then the run failed at exit: {root.summary}",
+        fix="the results are complete; end the process group before exit "
+        "(destroy_process_group()) and look at the teardown of the evidence line's rank",
+        evidence=root.evidence,
+        tier=Tier.ROOT,
+        time=root.time,
+    )
+
+
+def _later(sign: Hit, finding: Finding) -> bool:
+    if sign.time is not None and finding.time is not None:
+        return finding.time >= math.floor(sign.time)
+    return finding.evidence.file == str(sign.path) and finding.evidence.line > sign.line
 
 
 def _nccl_mismatch(ranker: Ranker) -> Finding | None:
@@ -110,8 +201,8 @@ def _nccl_mismatch(ranker: Ranker) -> Finding | None:
 def _unexplained(where: str, text: str) -> Finding:
     return Finding(
         cause="unknown",
-        summary=f"{CAUSES['unknown']}; the logs hold no known error line",
-        fix="read the logs of the failing rank; add its message to noderun/explain/signatures.py",
+        summary=f"{CAUSES['unknown']}; the logs hold no error-level line",
+        fix="read each log's last line (below) and the failing rank's log before it",
         evidence=Evidence(where, 0, text),
         tier=Tier.LAST_RESORT,
         time=None,

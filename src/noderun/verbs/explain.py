@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from noderun.explain import Finding, Verdict
 
 
+LAST_LINES_SHOWN = 16
+
 OPTIONS = OptionTable(
     "explain",
     (
@@ -43,7 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "streaming in constant memory, and print the root cause, the evidence line with file "
         "and line number, and the fix; other findings follow, first failure in time first. A log "
         "of a run that finished says so (no failure found) with what it saw; warnings are "
-        "listed as warnings. Exit 0 either way, 2 for bad input.",
+        "listed as warnings. A failure no known cause fits is called unclassified, with the first "
+        "error-level line in time and each log's last line. Exit 1 when a failure was found, "
+        "0 when none, 2 for bad input.",
     )
 
 
@@ -57,18 +61,22 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(verdict.to_dict(), indent=2))
     else:
         print_verdict(verdict)
-    return 0
+    return 1 if verdict.failed else 0
 
 
 def print_verdict(verdict: Verdict) -> None:
     if verdict.failures:
         root, *others = verdict.failures
-        print(f"root cause: {root.cause}: {root.summary}")
+        if verdict.unclassified:
+            print(f"root cause: unclassified (no known cause fits): {root.summary}")
+        else:
+            print(f"root cause: {root.cause}: {root.summary}")
         print(f"  evidence: {_where(root)}")
         print(f"            {root.evidence.text}")
         print(f"  fix:      {root.fix}")
         if verdict.failed_rank:  # the launcher's record: which rank, on which node and host
             print(f"  failed:   {verdict.failed_rank}")
+        _print_last_lines(verdict)
         for finding in others:
             print(f"also: {finding.cause}: {finding.summary}")
             print(f"  evidence: {_where(finding)}: {finding.evidence.text}")
@@ -86,6 +94,17 @@ def print_verdict(verdict: Verdict) -> None:
         print(f"warning: {warning.cause}: {warning.summary}")
         print(f"  evidence: {_where(warning)}: {warning.evidence.text[:200]}")
     sys.stdout.flush()
+
+
+def _print_last_lines(verdict: Verdict) -> None:
+    if not verdict.last_lines:
+        return
+    print("  last line of each log:")
+    for evidence in verdict.last_lines[:LAST_LINES_SHOWN]:
+        print(f"    {evidence.file}:{evidence.line}: {evidence.text[:200]}")
+    if len(verdict.last_lines) > LAST_LINES_SHOWN:
+        more = len(verdict.last_lines) - LAST_LINES_SHOWN
+        print(f"    … and {more} more logs (--json lists all)")
 
 
 def _where(finding: Finding) -> str:

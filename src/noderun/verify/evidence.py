@@ -73,6 +73,14 @@ class RunEvidence:
     def rows(self) -> list[dict[str, str]]:
         return self.metrics.data if self.metrics.ok else []
 
+    @property
+    def epochs_completed(self) -> int | None:
+        """Distinct epochs in the metrics (Lightning logs a train and a val row per epoch);
+        None when the run left no per-epoch metrics: unknown, not zero."""
+        if "epoch" not in self.metrics_header or not self.rows:
+            return None
+        return len({row.get("epoch") for row in self.rows if row.get("epoch") not in (None, "")})
+
 
 def require_run_dir(target: Path) -> Path:
     """The directory itself, or a one-line UsageError when it is not a run directory."""

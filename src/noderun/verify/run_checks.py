@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from noderun import rundir
+from noderun import failures, rundir
 from noderun.explain.scanner import Hit, Scanner
 from noderun.explain.signatures import Tier
 from noderun.runtime.metrics import COLUMNS, STEP_COLUMNS
@@ -50,16 +50,13 @@ def check_run_status(ev: RunEvidence, _: Expectations) -> Check:
         detail = "run.json says running and has no end time: still running, or the launcher died"
         return failed("run-status", detail, explain_hint(ev.run_dir))
     failure = record.get("failure") or {}
-    why = failure.get("reason") or f"exit code {code}"
-    if failure.get("rank") is not None:
-        who = f"rank {failure['rank']} (node {failure.get('node_rank')})"
-    elif failure.get("node_rank") is not None:
-        who = f"node {failure['node_rank']}"
-    else:
-        who = "the job"
     if record.get("interrupted_by"):
-        why = f"interrupted by {record['interrupted_by']}"
-    return failed("run-status", f"run {status}: {who}: {why}", explain_hint(ev.run_dir))
+        what = f"interrupted by {record['interrupted_by']}"
+    elif failure:
+        what = failures.describe(failure, record.get("hosts") or [])
+    else:
+        what = f"the job: exit code {code}"
+    return failed("run-status", f"run {status}: {what}", explain_hint(ev.run_dir))
 
 
 def _index(header: list[str]) -> str | None:
@@ -112,9 +109,10 @@ def check_epochs(ev: RunEvidence, expect: Expectations) -> Check:
                 f"log metrics on rank 0 only, once per {index}",
             )
         previous = epoch
-    count = len({row.get(index) for row in ev.rows})
     if index == "step":
+        count = len({row.get(index) for row in ev.rows})
         return passed("epochs", f"{count} step rows, last step {int(previous or 0)}, increasing")
+    count = ev.epochs_completed or 0  # the same count as the epochs_completed fact
     if expect.epochs is not None and count != expect.epochs:
         return failed("epochs", f"{count} epochs completed, {expect.epochs} expected")
     return passed("epochs", f"{count} epochs, last {int(previous or 0)}, increasing")

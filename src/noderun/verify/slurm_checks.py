@@ -58,6 +58,15 @@ def check_sacct_summary(ev: RunEvidence, _: Expectations) -> Check:
         first = path.read_text(errors="replace").splitlines()[:1]
         return warned("sacct-summary", f"no accounting records: {' '.join(first)[:150]}")
     job = next((r for r in rows if r.get("JobID") == job_id_of(ev)), rows[0])
+    recorded = JobState(job.get("JobID", ""), job.get("State", "UNKNOWN"))
+    if not recorded.final and "end_time" in ev.run_record:
+        now, source = final_state(ev)
+        later = f"; {source} says {now.state} now" if now is not None and now.final else ""
+        return warned(
+            "sacct-summary",
+            f"{len(rows)} records, written while job {job.get('JobID')} was still "
+            f"{recorded.state} (not its final state){later}",
+        )
     return passed(
         "sacct-summary", f"{len(rows)} records; job {job.get('JobID')} {job.get('State')}"
     )

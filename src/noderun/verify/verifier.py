@@ -104,7 +104,7 @@ def facts(ev: RunEvidence) -> dict[str, Any]:
         "backend": runtime.get("backend"),
         "hosts": sorted(set(runtime.get("rank_hosts") or run.get("hosts") or [])),
         "elapsed_sec": run.get("duration_sec"),
-        "epochs_completed": len(ev.rows),
+        "epochs_completed": ev.epochs_completed,
     }
     if ev.rows:
         last = ev.rows[-1]

@@ -1,0 +1,163 @@
+"""One case per signature added for issue 25, each taken from a real log of the corpus's tuning
+part (tests/corpus/explain/<id>/: the key line, verbatim, with its source in case.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from noderun.explain import Scanner, explain
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "explain"
+
+FROM_CORPUS = {
+    "nccl-1837-ifname-missing": "network-unreachable",  # ncclSocketInit … neither AF_INET
+    "verl-726-link-local-socket-connect-abort": "network-unreachable",  # socketStartConnect
+    "nccl-733-ib-error-12-nics-unreachable": "network-unreachable",  # IB completion error 12
+    "nccl-1235-cuda-calloc-oom-large-llm": "out-of-memory",  # Failed to CUDA calloc
+    "peft-1703-nccl-cuda-failure-out-of-memory": "out-of-memory",  # Cuda failure 2
+    "deepspeedexamples-321-host-memory-allocation-failed": "out-of-memory",
+    "deepspeedexamples-894-pdsh-localhost-ssh-refused": "ssh-unreachable",
+    "streaming-493-dataloader-bus-error-shm": "shm-exhausted",
+    "nccl-1241-duplicate-gpu-megatron": "duplicate-gpu",
+    "nccl-905-ib-port-error-flapping-link": "link-fault",
+    "metaseq-52-store-barrier-1792-of-2048": "rendezvous-timeout",
+    "lightning-19106-log-dict-keys-differ": "collective-deadlock",
+    "deepspeed-2319-zero-checkpoints-missing-other-node": "storage-missing",
+    "lightning-6169-requested-gpus-machine-has-one": "device-ordinal",
+    "desitarget-628-srun-time-limit-debug-queue": "time-limit",  # slurmstepd
+    "nemo-5819-ranks-duplicated-without-slurm-tasks": "missing-launcher",  # Lightning's env
+    "nccl-296-mismatched-collective-ddp-cluster": "collective-deadlock",  # NCCL's own check
+    "horovod-215-stalled-rank-16": "stalled-rank",  # Horovod's stall warning
+    "thunder-665-two-node-keyerror": "rank-crashed",  # "An error occurred: KeyError"
+    "cppo-6-accelerate-deepspeed-rank0-sigkill": "rank-crashed",  # Signal 9 (SIGKILL)
+}
+
+
+def _key_line(case_id: str) -> str:
+    path = CORPUS / case_id / "case.toml"
+    if not path.is_file():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    return str(tomllib.loads(path.read_text())["key_line"])
+
+
+@pytest.mark.parametrize(("case_id", "cause"), sorted(FROM_CORPUS.items()))
+def test_the_key_line_of_a_real_log_is_its_cause(case_id: str, cause: str) -> None:
+    signature = Scanner().classify(_key_line(case_id))
+    assert signature is not None and signature.cause == cause
+
+
+def test_slurms_node_failure_line() -> None:
+    line = (
+        "slurmstepd: error: *** JOB 1234 ON node3 CANCELLED AT 2026-11-25T10:00:00 DUE TO NODE "
+        "FAILURE ***"
+    )
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "node-failure"
+
+
+def write(path: Path, *lines: str) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_a_healthy_nccl_teardown_is_no_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "ok.log",
+        "node01:2211:2211 [3] NCCL INFO comm 0x55d0c3a4b2c0 rank 3 nranks 32 cudaDev 3 "
+        "busId 4f000 - Abort COMPLETE",
+        "node01:2211:2211 [3] NCCL INFO comm 0x55d0c3a4b2c0 rank 3 nranks 32 - Destroy COMPLETE",
+    )
+    assert explain([log]) == []
+
+
+def test_nccls_reason_beats_torchs_result_code_summary(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "node2:812:900 [1] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1296, internal error - please report this issue to the NCCL "
+        "developers, NCCL version 2.18.1",
+    )
+    causes = [f.cause for f in explain([log])]
+    assert causes[0] == "out-of-memory"
+
+
+def test_a_store_barrier_with_one_worker_of_two_is_a_rendezvous_timeout(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "b.log",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, "
+        "for key: store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)",
+    )
+    assert next(f.cause for f in explain([log])) == "rendezvous-timeout"
+
+
+def test_a_finished_run_that_dies_at_exit_is_a_finalization_abort(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "exit.log",
+        "epoch 3/3 loss=0.12",
+        "training finished",
+        "free(): invalid pointer",
+    )
+    assert [f.cause for f in explain([log])] == ["finalization-abort"]
+
+
+def test_an_unclassified_failure_names_its_first_error_line_and_every_last_line(
+    tmp_path: Path,
+) -> None:
+    from noderun.explain import examine
+
+    a = write(tmp_path / "rank0.log", "step 1", "FATAL: license server unavailable", "bye")
+    b = write(tmp_path / "rank1.log", "step 1", "step 2")
+    verdict = examine([a, b])
+    assert verdict.unclassified
+    assert verdict.failures[0].evidence.line == 2
+    assert [(e.file, e.line, e.text) for e in verdict.last_lines] == [
+        (a, 3, "bye"),
+        (b, 2, "step 2"),
+    ]
+
+
+def test_a_run_that_finished_its_work_then_failed_at_exit_says_so(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "{'train_runtime': 812.4, 'train_loss': 0.41, 'epoch': 3.0}",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, Timeout(ms)=600000) ran "
+        "for 600031 milliseconds before timing out.",
+        "srun: error: node2: task 1: Aborted (core dumped)",
+    )
+    findings = explain([log])
+    assert findings[0].cause == "finalization-abort"
+    assert "the work finished" in findings[0].summary
+    assert findings[1].cause == "collective-timeout"
+
+
+def test_a_failure_before_the_work_finished_is_not_an_exit_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "r.log",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "srun: error: node2: task 1: Exited with exit code 1",
+    )
+    assert explain([log])[0].cause == "out-of-memory"
+
+
+def test_lightning_world_larger_than_the_launch_is_not_a_missing_launcher(
+    tmp_path: Path,
+) -> None:
+    log = write(  # 1 node x 4 processes, Trainer(num_nodes=2, devices=4)
+        tmp_path / "r.log",
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+    )
+    root = explain([log])[0]
+    assert root.cause == "rendezvous-timeout" and "expects 8" in root.summary
+    twice = write(  # every node believes it is node 0: rank 0 is claimed twice
+        tmp_path / "d.log",
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+        *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
+    )
+    assert explain([twice])[0].cause == "missing-launcher"
