@@ -19,7 +19,7 @@ from typing import IO
 
 import psutil
 
-from noderun import failures, timeline
+from noderun import failures, proc_guard, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
@@ -265,6 +265,7 @@ class LocalSupervisor:
                     stdin=subprocess.PIPE if node.remote else subprocess.DEVNULL,
                     text=True,
                     start_new_session=True,
+                    preexec_fn=proc_guard.die_with_parent_hook(),  # SIGKILLed with noderun
                 )
                 procs[node.node_rank] = proc
                 sinks[node.node_rank] = _NodeOutput(self, node.node_rank)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from noderun import timeline
+from noderun import proc_guard, timeline
 from noderun.backends import store_host
 from noderun.backends.node_gate import NodeGate, listen
 from noderun.backends.slurm import hostnames
@@ -235,4 +235,5 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
         os.environ.update(exec_env(spec, os.environ, agent_store))
         rank_entry.main(new_argv[2:])
+    proc_guard.die_with_parent()  # kept across the exec: torchrun goes with its starter
     os.execve(new_argv[0], new_argv, exec_env(spec, env, agent_store))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from noderun import failures, timeline
+from noderun import failures, proc_guard, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
@@ -198,6 +198,8 @@ class StepSupervisor:
                 stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
+                # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
+                preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
             )
             timeline.stamp(self.plan.run_dir, "step_started", "launcher")
             for stream in (self._proc.stdout, self._proc.stderr):

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun import proc_guard
 from noderun.backends import slurm
 from noderun.backends.ports import free_port
 from noderun.check_result import failed, skipped
@@ -128,7 +129,12 @@ def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, s
     """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it."""
     try:
         done = subprocess.run(
-            list(argv), env=dict(env), capture_output=True, text=True, timeout=STEP_TIMEOUT
+            list(argv),
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+            preexec_fn=proc_guard.die_with_parent_hook(),  # a killed doctor leaves no probe
         )
     except subprocess.TimeoutExpired as err:
         partial = [
