@@ -49,7 +49,7 @@ def test_a_failed_write_is_said_with_path_and_room_and_stops_training(
     line = str(raised.value)
     assert "\n" not in line and raised.value.exit_code != 0
     assert f"checkpoint {tmp_path / 'checkpoints' / 'epoch-0002'} could not be written" in line
-    assert "[Errno 28] No space left on device" in line and " free on " in line
+    assert "[Errno 28] No space left on device" in line and " free there)" in line
     assert "NODERUN_ON_WRITE_ERROR=warn" in line
     assert "noderun: error: rank 0: checkpoint" in capsys.readouterr().err  # said on the console
     monkeypatch.undo()
@@ -154,3 +154,23 @@ def test_a_really_full_filesystem_stops_training_and_keeps_the_last_good_checkpo
     assert last is not None and checkpoint.read_full(last)["position"]["epoch"] >= 1
     ckpt._worker.drain()  # epochs queued behind the failed one fail too: not at exit
     assert os.statvfs(tiny_fs).f_bavail > 0  # the failed one's partial files were removed
+
+
+def test_a_metrics_row_that_cannot_be_written_is_said_cut_off_and_stops(
+    tiny_fs: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from noderun.runtime.metrics import MetricsLogger, read_metrics
+
+    path = tiny_fs / "metrics.csv"
+    log = MetricsLogger(path, extra_columns=[f"c{i}" for i in range(40)])
+    log.log(epoch=1, train_loss=0.5)
+    (tiny_fs / "filler").write_bytes(b"x" * (os.statvfs(tiny_fs).f_bavail * 4096 - 100))
+    with pytest.raises(write_errors.WriteError, match=r"metrics.csv \S+ could not be written: "):
+        for epoch in range(2, 200):
+            log.log(epoch=epoch, train_loss=0.5, **{f"c{i}": 1.0 * i for i in range(40)})
+    assert "No space left on device" in capsys.readouterr().err
+    rows = read_metrics(path)  # whole rows only
+    assert rows[0]["epoch"] == "1" and all(len(r) == len(log.columns) for r in rows)
+    monkeypatch.setenv(write_errors.ON_ERROR_ENV, "warn")
+    log.log(epoch=500, train_loss=0.5, **{f"c{i}": 1.0 * i for i in range(40)})  # goes on
+    assert "noderun: warning: metrics.csv" in capsys.readouterr().err

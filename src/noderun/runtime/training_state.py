@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from noderun import disk_room
 from noderun.errors import UsageError
 from noderun.runtime import checkpoint, heartbeat, profiling, rng, sharded, write_errors
 from noderun.runtime.context import Context
@@ -105,6 +106,15 @@ class Checkpointer:
         self.on_write_error = write_errors.policy() if on_write_error is None else on_write_error
         self.failed_writes: list[write_errors.WriteError] = []
         atexit.register(self._wait_at_exit)  # before init()'s shutdown: atexit is LIFO
+        if ctx.is_main and (short := disk_room.shortfall(ctx.run_dir, self._estimate())):
+            write_errors.say(write_errors.WriteError(short), "warn")
+
+    def _estimate(self) -> int:
+        """About one checkpoint's bytes: the weights, and twice them again for an optimizer's
+        moments (Adam's; SGD's momentum needs less)."""
+        weights = sum(t.numel() * t.element_size() for t in self.model.state_dict().values()
+                      if isinstance(t, torch.Tensor))  # fmt: skip
+        return weights * (3 if self.optimizer is not None else 1)
 
     def save(
         self, position: Position, extra: Mapping[str, Any] | None = None, wait: bool = False
@@ -240,7 +250,8 @@ class Checkpointer:
         self._drain()
 
     def _wait_at_exit(self) -> None:
-        with contextlib.suppress(write_errors.WriteError):  # said already, on this console
+        # a failed write was said already; a peer gone at exit (its gather) is not this rank's
+        with contextlib.suppress(Exception):
             self.wait()
 
     def resume(self, spec: str | Path | None) -> Position:

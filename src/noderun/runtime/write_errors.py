@@ -8,11 +8,11 @@ with the path and the room left; then training stops (the default) or goes on wi
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from noderun import disk_room
 from noderun.errors import NoderunError, UsageError
 
 ON_ERROR_ENV = "NODERUN_ON_WRITE_ERROR"
@@ -33,23 +33,10 @@ def policy(environ: Mapping[str, str] | None = None) -> str:
     return raw
 
 
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"
-
-
 def free_space(path: Path) -> str:
     """ "12.0 KiB free on /runs/x" for the nearest folder of ``path`` that exists."""
-    here = Path(path).absolute()
-    while not here.exists() and here != here.parent:
-        here = here.parent
-    try:
-        return f"{human_bytes(shutil.disk_usage(here).free)} free on {here}"
-    except OSError:
-        return f"free space unknown on {here}"
+    free = disk_room.free_bytes(path)
+    return "free space unknown" if free is None else f"{disk_room.human(free)} free there"
 
 
 def reason(err: BaseException) -> str:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import disk_room, rundir, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -184,6 +184,8 @@ def main(args: argparse.Namespace) -> int:
             flush=True,
         )
     run_json = plan.run_dir / rundir.RUN_JSON
+    if short := disk_room.shortfall(plan.run_dir):
+        print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
     rundir.take_lock(plan.run_dir)
     try:
         return _supervise(args, flags, plan, record, run_json)
@@ -229,7 +231,11 @@ def _supervise(
         if refusal is not None:
             if flags.max_restarts and outcome.status != "completed":
                 record["restart"] = f"not restarted: {refusal}"
-            rundir.write_json_atomic(run_json, record)
+            try:
+                rundir.write_json_atomic(run_json, record)
+            except OSError:
+                _report(plan, result, outcome)  # how the run went, then why run.json says running
+                raise
             report_profile(plan.run_dir, args)
             _report(plan, result, outcome)
             return outcome.exit_code

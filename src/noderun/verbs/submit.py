@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import disk_room, rundir, timeline
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
@@ -230,6 +230,8 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(plan.dry_run_text())
         return 0
     slurm.require_command("sbatch")
+    if short := disk_room.shortfall(request.run_dir):
+        print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
     # a request SLURM would refuse: one line, nothing submitted (sinfo's checks first)
     slurm.sbatch_test(str(plan), meanwhile=lambda: check_cluster(request))
     created = not request.run_dir.exists()
