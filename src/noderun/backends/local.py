@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import dataclasses
 import itertools
+import json
 import os
 import re
 import signal
@@ -281,6 +282,10 @@ class LocalSupervisor:
                     preexec_fn=proc_guard.die_with_parent_hook(),  # SIGKILLed with noderun
                 )
                 procs[node.node_rank] = proc
+                if node.stdin_env and proc.stdin is not None:  # the far end's guard reads it
+                    with contextlib.suppress(OSError):
+                        proc.stdin.write(json.dumps(dict(node.stdin_env)) + "\n")
+                        proc.stdin.flush()
                 sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
                 threads[node.node_rank] = []
                 for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):

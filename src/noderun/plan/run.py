@@ -88,6 +88,7 @@ class RunRequest:
     python: str = sys.executable
     cwd: str = ""  # SSH: where the ranks start on every host
     env: tuple[tuple[str, str], ...] = ()  # SSH: the ranks' explicit environment
+    hidden_env: tuple[str, ...] = ()  # SSH: names given with --env (masked when shown)
     ssh_config: str | None = None
 
     @property
@@ -188,6 +189,7 @@ class RunRequest:
             guard=SSH_GUARD,
             env={**dict(self.env), **self.restart_env()},
             ssh_config=self.ssh_config,
+            hidden=self.hidden_env,
         )
 
     def step(self) -> StepPlan:

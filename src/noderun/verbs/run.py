@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import disk_room, rundir, timeline
+from noderun import disk_room, rundir, secret_env, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -142,7 +142,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
 def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
     remote = any(node.remote for node in plan.nodes)
     return {
-        "command": argv,
+        "command": secret_env.masked_argv(argv),
         "backend": "ssh" if remote else "local",
         "script": plan.script,
         "script_args": list(plan.script_args),

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import disk_room, rundir, timeline
+from noderun import disk_room, rundir, secret_env, timeline
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
@@ -199,7 +199,7 @@ def write_job(plan: SbatchPlan) -> Path:
     record = {
         "backend": "slurm",
         "status": "submitted",
-        "command": sys.argv,
+        "command": secret_env.masked_argv(sys.argv),
         "mode": plan.request.mode.value,
         "sbatch_script": str(script),
         "submit_time": rundir.now_iso(),
