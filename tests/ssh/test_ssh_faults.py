@@ -136,3 +136,31 @@ def test_a_host_whose_connection_is_cut_is_named_and_everything_ends_within_10_s
         time.sleep(0.1)
     assert not processes_running(str(script)), "ranks left on a host"
     assert time.monotonic() - cut < 15
+
+
+def test_a_sigkilled_launcher_leaves_nothing_on_any_host(ssh_lab: SshLab, tmp_path: Path) -> None:
+    script = tmp_path / f"killed_{tmp_path.name}.py"
+    shutil.copy(SCRIPTS / "secret_probe.py", script)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noderun", *_argv(ssh_lab, script, run_dir)],
+        cwd=ROOT,
+        env=clean_env(SECRET_PROBE_SLEEP="120"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(
+        (run_dir / f"probe_ready_{r}").exists() for r in range(2)
+    ):
+        time.sleep(0.1)
+    assert (run_dir / "probe_ready_1").exists(), "never started"
+    assert len(processes_running(str(script))) >= 5  # noderun, ssh x2, guards, agents, ranks
+    proc.kill()
+    proc.wait()
+    killed = time.monotonic()
+    while processes_running(str(script)) and time.monotonic() - killed < 10:
+        time.sleep(0.1)
+    assert not processes_running(str(script)), processes_running(str(script))
+    verified = noderun(["verify", str(run_dir), "--skip=checkpoint", "--skip=metrics"])
+    assert f"the launcher (pid {proc.pid}" in verified.stdout, verified.stdout
