@@ -28,6 +28,7 @@ from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.plan.launch import Entry, Gang, rank_command
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT
 from noderun.topology import in_slurm_step
+from noderun.topology.contract import RankContract
 from noderun.topology.node_spec import SRUN_HINT, LaunchMode, NodeSpec
 
 
@@ -215,6 +216,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
             by_hand=not in_slurm_step(env),
             listener=listener,
+            token=RankContract.from_env(env).job_token or "",  # strangers' check-ins dropped
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")

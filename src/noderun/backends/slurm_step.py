@@ -22,6 +22,7 @@ from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
+from noderun.topology.contract import job_token
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
 _WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
@@ -192,7 +193,7 @@ class StepSupervisor:
         try:
             self._proc = subprocess.Popen(
                 self.plan.srun_argv(),
-                env={**os.environ, **dict(self.plan.env)} if self.plan.env else None,
+                env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,

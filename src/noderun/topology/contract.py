@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import secrets
 from collections.abc import Callable, Mapping
 
 PREFIX = "NODERUN__"
@@ -24,6 +25,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "join_timeout": ("NODERUN__JOIN_TIMEOUT", "NODERUN_JOIN_TIMEOUT"),
     "restart_count": ("NODERUN__RESTART_COUNT", "NODERUN_RESTART_COUNT"),
     "max_restarts": ("NODERUN__MAX_RESTARTS", "NODERUN_MAX_RESTARTS"),
+    "job_token": ("NODERUN__JOB_TOKEN", "NODERUN_JOB_TOKEN"),
 }
 _READ: dict[str, Callable[[str], object]] = {
     "run_dir": str,
@@ -31,6 +33,7 @@ _READ: dict[str, Callable[[str], object]] = {
     "join_timeout": float,
     "restart_count": int,
     "max_restarts": int,
+    "job_token": str,
 }
 
 
@@ -47,6 +50,9 @@ class RankContract:
     join_timeout: float | None = None  # seconds the fail-fast rendezvous waits for every rank
     restart_count: int | None = None  # which whole-gang restart this is (0: first start)
     max_restarts: int | None = None  # --max-restarts of the launch
+    # a random value of this launch: noderun's own listeners (the check-in gate) drop a
+    # connection that does not bring it (another job, a port scanner)
+    job_token: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RankContract:
@@ -85,3 +91,10 @@ def _lookup(environ: Mapping[str, str], field: str) -> str | None:
         if environ.get(name):
             return environ[name]
     return None
+
+
+def job_token(environ: Mapping[str, str]) -> dict[str, str]:
+    """``{NODERUN__JOB_TOKEN: <random>}`` for a launch whose environment has none yet (``{}``
+    when it has: ``noderun submit`` gave the batch job one, its steps keep it)."""
+    name = VARIABLES["job_token"][0]
+    return {} if environ.get(name) else {name: secrets.token_hex(16)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -13,6 +14,7 @@ from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
+from noderun.topology.contract import job_token
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -235,6 +237,7 @@ def main(args: argparse.Namespace) -> int:
     # a request SLURM would refuse: one line, nothing submitted (sinfo's checks first)
     slurm.sbatch_test(str(plan), meanwhile=lambda: check_cluster(request))
     created = not request.run_dir.exists()
+    os.environ.update(job_token(os.environ))  # sbatch hands it to the job: its gate's token
     try:
         job_id = slurm.sbatch(write_job(plan))
     except BaseException:
