@@ -86,15 +86,9 @@ def _session_sshd(script: Path, host_index: int) -> psutil.Process | None:
         try:
             if "ssh_guard.py" not in " ".join(proc.cmdline()):
                 continue
-            env_rank = next(
-                (
-                    p
-                    for p in proc.children(recursive=True)
-                    if "--node-rank=" in " ".join(p.cmdline())
-                ),
-                None,
-            )
-            if env_rank is None or f"--node-rank={host_index}" not in env_rank:
+            agents = [" ".join(p.cmdline()) for p in proc.children(recursive=True)]
+            agent = next((a for a in agents if "--node-rank=" in a), None)
+            if agent is None or f"--node-rank={host_index}" not in agent:
                 continue
             parent = proc.parent()
             while parent is not None and "sshd" not in parent.name():
