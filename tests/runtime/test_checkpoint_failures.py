@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import time
+from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,17 @@ def test_a_metrics_row_that_cannot_be_written_is_said_cut_off_and_stops(
     monkeypatch.setenv(write_errors.ON_ERROR_ENV, "warn")
     log.log(epoch=500, train_loss=0.5, **{f"c{i}": 1.0 * i for i in range(40)})  # goes on
     assert "noderun: warning: metrics.csv" in capsys.readouterr().err
+
+
+def test_a_background_failure_is_said_as_it_happens_and_raised_at_the_next_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, ckpt = _setup(tmp_path)
+    monkeypatch.setattr(checkpoint, "commit", _full_disk)
+    ckpt.save(Position(1, 0, 1))  # returns before the commit runs
+    futures.wait([f for _, f in ckpt._worker._open])  # it ran and failed; nobody looked yet
+    said = capsys.readouterr().err
+    assert said.count("could not be written") == 1 and "epoch-0001" in said
+    with pytest.raises(write_errors.WriteError, match="epoch-0001"):
+        ckpt.save(Position(2, 0, 2))
+    assert "could not be written" not in capsys.readouterr().err  # said once, not twice

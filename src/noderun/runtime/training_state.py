@@ -104,7 +104,6 @@ class Checkpointer:
         # the paced commit still waiting for its turn: (future, its gather, the turn before)
         self._waiting: tuple[Future[Path], Callable[[], object], float] | None = None
         self.on_write_error = write_errors.policy() if on_write_error is None else on_write_error
-        self.failed_writes: list[write_errors.WriteError] = []
         atexit.register(self._wait_at_exit)  # before init()'s shutdown: atexit is LIFO
         if ctx.is_main and (short := disk_room.shortfall(ctx.run_dir, self._estimate())):
             write_errors.say(write_errors.WriteError(short), "warn")
@@ -205,7 +204,7 @@ class Checkpointer:
         self._waiting = None
         turn = self._last_commit + self.min_commit_sec
         if small and now < turn:  # decided here; the worker only keeps the time
-            future = self._worker.submit(self.directory / tag, job, not_before=turn)
+            future = self._worker.submit(self.directory / tag, self._loud(tag, job), turn)
             self._waiting = (future, collect, self._last_commit)
             self._last_commit = turn
         else:
@@ -213,7 +212,22 @@ class Checkpointer:
 
     def _submit(self, path: Path, job: Callable[[], Path]) -> None:
         self._last_commit = time.monotonic()
-        self._worker.submit(path, job)
+        self._worker.submit(path, self._loud(path.name, job))
+
+    def _loud(self, tag: str, job: Callable[[], Path]) -> Callable[[], Path]:
+        """``job`` that, when it fails in the background, says so at once (the training thread
+        raises it at its next save or wait)."""
+        path = self.directory / tag
+
+        def run() -> Path:
+            try:
+                return job()
+            except Exception as err:
+                error = write_errors.write_error("checkpoint", path, err, self.ctx.rank)
+                write_errors.say(error, self.on_write_error)
+                raise error from None
+
+        return run
 
     def _drain(self) -> None:
         """Commit a waiting one now; wait for every commit; say each that failed."""
@@ -223,14 +237,12 @@ class Checkpointer:
     def _failed(self, path: Path, err: BaseException) -> None:
         """A checkpoint this rank could not write: said on its console at once; training stops
         (WriteError) unless the policy is ``warn``. What is left of it is removed elsewhere."""
-        error = (
-            err
-            if isinstance(err, write_errors.WriteError)
-            else write_errors.write_error("checkpoint", path, err, self.ctx.rank)
-        )
-        write_errors.say(error, self.on_write_error)
+        if isinstance(err, write_errors.WriteError):
+            error = err  # said by the worker as it happened
+        else:
+            error = write_errors.write_error("checkpoint", path, err, self.ctx.rank)
+            write_errors.say(error, self.on_write_error)
         if self.on_write_error == "stop":
-            self.failed_writes.append(error)
             raise error from None
 
     def _raise_failed(self) -> None:
