@@ -158,3 +158,19 @@ def test_a_sigkilled_launcher_leaves_nothing_on_any_host(ssh_lab: SshLab, tmp_pa
     assert not processes_running(str(script)), processes_running(str(script))
     verified = noderun(["verify", str(run_dir), "--skip=checkpoint", "--skip=metrics"])
     assert f"the launcher (pid {proc.pid}" in verified.stdout, verified.stdout
+
+
+def test_doctor_over_ssh_puts_no_secret_on_a_command_line(ssh_lab: SshLab, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "noderun", "doctor", "--hosts", HOSTS, "--ssh-config",
+         str(ssh_lab.config), "--run-dir", str(tmp_path / "doc")],
+        cwd=ROOT, env=clean_env(**SECRETS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    seen: list[str] = []
+    while proc.poll() is None:
+        seen += [ln for ln in _all_args() if any(v in ln for v in SECRETS.values())]
+        time.sleep(0.05)
+    out = proc.stdout.read() if proc.stdout else ""
+    assert "sshhost2" in out, out[-2000:]
+    assert not seen, seen[:3]
