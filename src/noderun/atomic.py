@@ -30,6 +30,9 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = Tr
                 handle.flush()
                 os.fsync(handle.fileno())
         tmp.replace(path)
+    except OSError as err:  # named after the file it was for, not its temporary name
+        tmp.unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from noderun import __version__
-from noderun.errors import NoderunError
+from noderun.errors import NoderunError, os_error_line
 from noderun.verbs.options import CONFIG_ENV, DEFAULT_CONFIG, resolve_options
 
 VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
@@ -58,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except BrokenPipeError:  # output piped into `head` and closed early
         return 0
+    except OSError as err:  # noderun's own records (run.json, logs): one line, never a traceback
+        print(f"noderun: error: {os_error_line(err)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("noderun: interrupted", file=sys.stderr)
         return 130

@@ -40,3 +40,10 @@ class InconsistentTopologyError(TopologyError):
 
 class RendezvousTimeoutError(NoderunError):
     """Some ranks never joined the rendezvous within the join timeout."""
+
+
+def os_error_line(err: OSError) -> str:
+    """``/runs/x/run.json: [Errno 28] No space left on device; hint: …`` (one line)."""
+    where = f"{err.filename}: " if err.filename else ""
+    what = f"[Errno {err.errno}] {err.strerror}" if err.strerror else str(err)
+    return f"{where}{what}; hint: free space on that filesystem or fix its permissions"

@@ -212,9 +212,23 @@ def _serve_store() -> None:
 STORE_FD_VARIABLE = "NODERUN__STORE_FD"  # store_host.FD_VARIABLE (a test keeps them equal)
 
 
+def _die_with_parent() -> None:
+    """The rank goes when its agent (or the node entry's starter) goes, even SIGKILLed: loaded by
+    path, as this file is, so nothing of the package is imported before the script."""
+    path = os.path.join(os.path.dirname(ENTRY), "proc_guard.py")
+    spec = importlib.util.spec_from_file_location("_noderun_proc_guard", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    with contextlib.suppress(OSError):
+        spec.loader.exec_module(module)
+        module.die_with_parent()
+
+
 def main(argv: list[str]) -> NoReturn:
     """Run the rank's program and leave (also called in-process by the node entry in srun mode,
     which set ``os.environ`` for the rank)."""
+    _die_with_parent()
     _whole_line_stdio()
     _stamp("rank_started")
     _serve_store()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import json
 import os
 import secrets
@@ -115,33 +116,104 @@ def attempt_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def lock_owner(run_dir: Path) -> str | None:
-    """Who holds the run dir's lock ("pid 12 on host"), or None (no lock, or a stale one)."""
+def _lock_text(run_dir: Path) -> tuple[int, str] | None:
     try:
         pid_text, _, host = (run_dir / LOCK).read_text().partition(" ")
-        pid = int(pid_text)
+        return int(pid_text), host.strip()
     except (OSError, ValueError):
         return None
-    if host.strip() != socket.gethostname():
-        return f"pid {pid} on {host.strip()}"  # cannot check another host: assume alive
+
+
+def _held(run_dir: Path) -> bool:
+    """Some process holds the lock file's flock (it dies with its holder, even SIGKILLed)."""
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def lock_owner(run_dir: Path) -> str | None:
+    """Who holds the run dir's lock ("pid 12 on host"), or None (no lock, or a stale one)."""
+    found = _lock_text(run_dir)
+    if found is None:
+        return None
+    pid, host = found
+    if host != socket.gethostname():
+        return f"pid {pid} on {host}"  # cannot check another host: assume alive
+    return f"pid {pid} on {host}" if _alive(run_dir, pid) else None
+
+
+def _alive(run_dir: Path, pid: int) -> bool:
+    """The lock's process lives and holds it (a reused pid holds no flock)."""
+    return _pid_alive(pid) and _held(run_dir)
+
+
+def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return None  # stale: that process is gone
+        return False
     except PermissionError:
         pass
-    return f"pid {pid} on {host.strip()}"
+    return True
+
+
+def stale_lock(run_dir: Path) -> str | None:
+    """ "the launcher (pid 12 on host) died: stale lock …" when the run dir's lock was left by a
+    noderun of this host that is gone (killed before it could finish run.json), else None."""
+    found = _lock_text(run_dir)
+    if found is None or found[1] != socket.gethostname() or _alive(run_dir, found[0]):
+        return None
+    return (
+        f"the launcher (pid {found[0]} on {found[1]}) died without finishing run.json "
+        f"(stale lock {run_dir / LOCK})"
+    )
+
+
+_held_locks: dict[Path, int] = {}  # run dir -> the open lock file whose flock this process holds
 
 
 def take_lock(run_dir: Path) -> None:
-    """Mark the run dir as in use by this process (a stale lock is replaced)."""
+    """Mark the run dir as in use by this process (a stale lock is replaced); a UsageError when
+    another live noderun holds it, so of two started at once exactly one runs."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / LOCK).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    path = run_dir / LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            owner = lock_owner(run_dir) or "another noderun"
+            raise UsageError(
+                f"run directory {run_dir} is in use by a live noderun ({owner})",
+                "wait for it to end, stop it, or pass another --run-dir",
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except OSError:
+            same = False
+        if same:  # not a file its last holder unlinked while we waited for it
+            break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+    _held_locks[run_dir] = fd
 
 
 def release_lock(run_dir: Path) -> None:
     with contextlib.suppress(OSError):
         (run_dir / LOCK).unlink()
+    fd = _held_locks.pop(run_dir, None)
+    if fd is not None:
+        os.close(fd)
 
 
 FOLLOWED = ".followed"  # touched by a `submit --wait` following the job, while it follows

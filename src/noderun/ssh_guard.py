@@ -12,6 +12,7 @@ shell reports it). Started by path: standard library only.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ import threading
 import time
 
 GRACE_ENV = "NODERUN_SSH_GRACE"
+ENV_STDIN = "--env-stdin"  # noderun/plan/ssh.py's flag: the ranks' variables come on stdin
 
 
 def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
@@ -48,15 +50,38 @@ def _watch_stdin(child: subprocess.Popen[bytes], grace: float) -> None:
     _stop(child, grace)
 
 
+def _read_env_line() -> dict[str, str]:
+    """The first line of stdin: the ranks' variables as a JSON object (sent by noderun over
+    the connection, so no secret stands on a command line)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 1)  # byte by byte: what follows the line is the EOF watch's
+        if not chunk:
+            break
+        data += chunk
+    env = json.loads(data or b"{}")
+    if not isinstance(env, dict):
+        raise ValueError("not a JSON object")
+    return {str(k): str(v) for k, v in env.items()}
+
+
 def main(argv: list[str]) -> int:
+    env = None
+    if argv[:1] == [ENV_STDIN]:
+        argv = argv[1:]
+        try:
+            env = {**os.environ, **_read_env_line()}
+        except ValueError as err:
+            print(f"ssh_guard.py: cannot read the environment on stdin: {err}", file=sys.stderr)
+            return 2
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
         print("usage: ssh_guard.py -- COMMAND [ARGS…]", file=sys.stderr)
         return 2
-    grace = float(os.environ.get(GRACE_ENV, "3") or 3)
+    grace = float((env or os.environ).get(GRACE_ENV, "3") or 3)
     try:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     except OSError as err:
         print(f"{argv[0]}: cannot execute: {err.strerror}", file=sys.stderr)
         return 127

@@ -36,3 +36,33 @@ def test_a_hand_started_doctor_without_its_flags_is_one_line() -> None:
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "hint:" in lines[0], lines
+
+
+def test_strangers_and_silent_connections_never_stop_node_0() -> None:
+    """A report without the job's token is dropped and logged; a connection that says nothing
+    holds node 0 for at most READ_TIMEOUT (it held it for the whole wait before)."""
+    import socket
+    import time
+
+    port = free_port()
+    listener = exchange.listen(port)
+    log: list[str] = []
+    silent = socket.create_connection(("127.0.0.1", port))
+    stranger = socket.create_connection(("127.0.0.1", port))
+    stranger.sendall(b'{"node_rank": 1, "facts": {"host": "evil"}, "token": "no"}\n')
+    got: dict[int, dict] = {}
+    reporter = threading.Thread(
+        target=lambda: got.update(
+            exchange.report("127.0.0.1", port, 1, {"host": "b"}, 60, token="t0k")
+        ),
+    )
+    reporter.start()
+    started = time.monotonic()
+    with listener:
+        gathered = exchange.gather(listener, 2, {"host": "a"}, wait=60, token="t0k", log=log.append)
+    reporter.join(timeout=30)
+    assert gathered == {0: {"host": "a"}, 1: {"host": "b"}} == got
+    assert time.monotonic() - started < exchange.READ_TIMEOUT + 15
+    assert any("not this job's token" in line for line in log)
+    silent.close()
+    stranger.close()

@@ -49,10 +49,13 @@ def test_only_allow_listed_variables_reach_the_ranks() -> None:
 def test_remote_command_splits_back_into_the_same_words() -> None:
     argv = ["torchrun", "a b", "$(id)", "'\"", "", "x;y", "  two  spaces "]
     env = {"K": "v w", "Q": "$HOME `id`"}
-    words = shlex.split(remote_command(argv, env, "/my dir", "/py thon", "/g.py"))
+    words = shlex.split(remote_command(argv, env, "/my dir", "/py thon", None))
     assert words[:6] == ["cd", "/my dir", "&&", "exec", "env", "K=v w"]
     assert words[6] == "Q=$HOME `id`"
-    assert words[7:] == ["/py thon", "/g.py", "--", *argv]
+    assert words[7:] == argv
+    guarded = shlex.split(remote_command(argv, env, "/my dir", "/py thon", "/g.py"))
+    assert guarded == ["cd", "/my dir", "&&", "exec", "/py thon", "/g.py", "--env-stdin", "--",
+                       *argv]  # fmt: skip  # the variables go on the guard's stdin
 
 
 def test_plan_puts_the_master_on_the_first_host() -> None:
@@ -67,14 +70,20 @@ def test_plan_puts_the_master_on_the_first_host() -> None:
         run_id="r",
         python="/py",
     )
-    plan = plan_ssh(gang, ["h0", "h1"], cwd="/w", guard="/g.py", env={"A": "1"})
+    env = {"A": "1", "HF_TOKEN": "hf_s3cr3t", "OPT": "given-with-env"}
+    plan = plan_ssh(gang, ["h0", "h1"], cwd="/w", guard="/g.py", env=env, hidden=["OPT"])
     assert plan.world_size == 4 and plan.master_addr == "h0"
     second = plan.nodes[1]
     assert second.remote and second.prefix == "h1" and second.argv[0] == "ssh"
     assert second.argv[-2] == "h1"
     remote = shlex.split(second.argv[-1])
     assert "--master-addr=h0" in remote and "--node-rank=1" in remote
-    assert "NODERUN__RUN_DIR=/runs/r" in remote and "A=1" in remote
+    assert second.stdin_env["NODERUN__RUN_DIR"] == "/runs/r" and second.stdin_env["A"] == "1"
+    assert second.stdin_env["HF_TOKEN"] == "hf_s3cr3t"
+    shown = str(plan)  # what --dry-run prints
+    for word in ("hf_s3cr3t", "given-with-env"):
+        assert all(word not in part for part in second.argv) and word not in shown
+    assert "HF_TOKEN=***" in shown and "OPT=***" in shown and "A=1" in shown
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import time
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -179,33 +179,40 @@ def test_bad_resume_inputs_name_the_file_and_change_nothing(tmp_path: Path) -> N
     assert _snapshot(tmp_path) == before
 
 
-def test_save_async_returns_before_the_commit_and_wait_completes_it(
+def _commit(worker: checkpoint.CommitWorker, state: dict, directory: Path, tag: str):  # type: ignore[no-untyped-def,type-arg]
+    return worker.submit(directory / tag, checkpoint.take_full(state, directory, tag))
+
+
+def test_a_commit_runs_in_the_background_and_drain_completes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.5")
-    pending = checkpoint.save_async({"model": {"w": torch.ones(3)}}, tmp_path, "epoch-0001")
-    assert checkpoint.latest(tmp_path) is None  # written, not yet durable and marked
-    assert pending.wait() == tmp_path / "epoch-0001"
-    assert checkpoint.latest(tmp_path) == tmp_path / "epoch-0001"
+    worker = checkpoint.CommitWorker()
+    future = _commit(worker, {"model": {"w": torch.ones(3)}}, tmp_path, "epoch-0001")
+    assert checkpoint.latest(tmp_path) is None  # taken, not yet durable and marked
+    assert [f.result() for _, f in worker.drain()] == [tmp_path / "epoch-0001"]
+    assert future.result() == checkpoint.latest(tmp_path) == tmp_path / "epoch-0001"
     monkeypatch.setattr(checkpoint, "commit", lambda *a: (_ for _ in ()).throw(OSError("full")))
-    failing = checkpoint.save_async({"model": {}}, tmp_path, "epoch-0002")
+    failing = _commit(worker, {"model": {}}, tmp_path, "epoch-0002")
     with pytest.raises(OSError, match="full"):
-        failing.wait()  # a failed background commit surfaces in the training thread
+        failing.result()  # a failed background commit surfaces in the training thread
+    assert not checkpoint.temporary_dir(tmp_path, "epoch-0002").exists()  # its room given back
 
 
 @pytest.mark.parametrize("big", [False, True])
-def test_save_async_keeps_the_state_of_the_call_whatever_changes_after(
+def test_a_taken_state_is_the_state_of_the_call_whatever_changes_after(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: bool
 ) -> None:
-    if big:  # serialized before save_async returns, not snapshotted
+    if big:  # serialized before take_full returns, not snapshotted
         monkeypatch.setattr(checkpoint, "SNAPSHOT_BYTES", 4)
     monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.2")
     weights = torch.ones(3)
     state = {"model": {"w": weights}, "optimizer": {"param_groups": [{"lr": 0.1}]}}
-    pending = checkpoint.save_async(state, tmp_path, "epoch-0001")
+    worker = checkpoint.CommitWorker()
+    future = _commit(worker, state, tmp_path, "epoch-0001")
     weights.add_(1)  # the next training step, in place
     state["optimizer"]["param_groups"][0]["lr"] = 0.2
-    saved = checkpoint.read_full(pending.wait())
+    saved = checkpoint.read_full(future.result())
     assert torch.equal(saved["model"]["w"], torch.ones(3))
     assert saved["optimizer"]["param_groups"][0]["lr"] == 0.1
 
@@ -214,24 +221,47 @@ def test_a_commit_queued_behind_a_slow_one_lands_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(checkpoint.PAUSE_ENV, "epoch-0001:0.5")
-    first = checkpoint.save_async({"model": {"w": torch.ones(1)}}, tmp_path, "epoch-0001")
-    second = checkpoint.save_async(
-        {"model": {"w": torch.zeros(1)}}, tmp_path, "epoch-0002", after=first
-    )
+    worker = checkpoint.CommitWorker()
+    _commit(worker, {"model": {"w": torch.ones(1)}}, tmp_path, "epoch-0001")
+    second = _commit(worker, {"model": {"w": torch.zeros(1)}}, tmp_path, "epoch-0002")
     assert checkpoint.latest(tmp_path) is None  # returned at once, nothing marked yet
-    assert second.wait() == tmp_path / "epoch-0002"
+    assert second.result() == tmp_path / "epoch-0002"
     assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0002"]
+
+
+def test_the_worker_holds_at_most_depth_commits(tmp_path: Path) -> None:
+    worker = checkpoint.CommitWorker(depth=2)
+    gate = threading.Event()
+    order: list[str] = []
+
+    def job(tag: str):  # type: ignore[no-untyped-def]
+        def run() -> Path:
+            gate.wait()
+            order.append(tag)
+            return tmp_path / tag
+
+        return run
+
+    worker.submit(tmp_path / "a", job("a"))
+    worker.submit(tmp_path / "b", job("b"))
+    third = threading.Thread(target=worker.submit, args=(tmp_path / "c", job("c")))
+    third.start()
+    third.join(0.3)
+    assert third.is_alive()  # no room: the training thread waits for the disk
+    gate.set()
+    third.join(10)
+    assert [p.name for p, _ in worker.drain()] == ["a", "b", "c"] and order == ["a", "b", "c"]
 
 
 def test_only_small_plain_cpu_state_is_serialized_in_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert checkpoint._small_on_cpu({"w": torch.ones(2), "n": 3, "t": (1, "a")})
-    assert not checkpoint._small_on_cpu({"w": nn.Parameter(torch.ones(2))})
-    assert not checkpoint._small_on_cpu({"f": lambda: 0})  # not plain data
+    assert checkpoint.small_on_cpu({"w": torch.ones(2), "n": 3, "t": (1, "a")})
+    assert not checkpoint.small_on_cpu({"w": nn.Parameter(torch.ones(2))})
+    assert not checkpoint.small_on_cpu({"f": lambda: 0})  # not plain data
     monkeypatch.setattr(checkpoint, "SNAPSHOT_BYTES", 8)
-    assert checkpoint._small_on_cpu({"a": torch.ones(1), "b": torch.ones(1)})  # 8 bytes in all
-    assert not checkpoint._small_on_cpu({"a": torch.ones(2), "b": torch.ones(1)})
+    assert checkpoint.small_on_cpu({"a": torch.ones(1), "b": torch.ones(1)})  # 8 bytes in all
+    assert not checkpoint.small_on_cpu({"a": torch.ones(2), "b": torch.ones(1)})
 
 
 @pytest.mark.parametrize("kind", [str, Path])
@@ -251,7 +281,7 @@ def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) 
     model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
     weights = model.state_dict()
     state = {"model": weights, "tied": [weights["0.weight"], weights["0.weight"]]}
-    saved = checkpoint.read_full(checkpoint.save_async(state, tmp_path, "epoch-0001").wait())
+    saved = checkpoint.read_full(checkpoint.save(state, tmp_path, "epoch-0001"))
     assert saved["model"]._metadata["1"]["version"] == 2  # BatchNorm's state_dict version
     assert (
         saved["tied"][0].data_ptr()
@@ -259,26 +289,3 @@ def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) 
         == (saved["model"]["0.weight"].data_ptr())
     )
     model.load_state_dict(saved["model"])
-
-
-def test_a_paced_checkpoint_waiting_for_its_turn_is_replaced_by_the_newer_one(
-    tmp_path: Path,
-) -> None:
-    pacer = checkpoint.CommitPacer(30)
-    first = checkpoint.save_async({"w": torch.ones(1)}, tmp_path, "epoch-0001", pacer=pacer)
-    assert first.wait() == tmp_path / "epoch-0001"  # the first has its turn at once
-    dropped: list[int] = []
-    second = checkpoint.save_async(
-        {"w": torch.full((1,), 2.0)}, tmp_path, "epoch-0002", after=first, pacer=pacer,
-        on_drop=lambda: dropped.append(2),
-    )  # fmt: skip
-    third = checkpoint.save_async(
-        {"w": torch.full((1,), 3.0)}, tmp_path, "epoch-0003", after=second, pacer=pacer,
-        on_drop=lambda: dropped.append(3),
-    )  # fmt: skip
-    assert third is second and dropped == [2]  # no second thread; the replaced one let go
-    time.sleep(0.2)
-    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001"]  # waits for 30 s
-    assert third.wait() == tmp_path / "epoch-0003"  # a wait commits it now
-    assert checkpoint.checkpoints(tmp_path) == [tmp_path / "epoch-0001", tmp_path / "epoch-0003"]
-    assert checkpoint.read_full(tmp_path / "epoch-0003")["w"].item() == 3.0

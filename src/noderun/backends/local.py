@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import dataclasses
 import itertools
+import json
 import os
 import re
 import signal
@@ -19,8 +20,9 @@ from typing import IO
 
 import psutil
 
-from noderun import failures, timeline
+from noderun import failures, proc_guard, timeline
 from noderun.backends.stall import StallWatcher
+from noderun.errors import os_error_line
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan, NodeCommand
@@ -183,6 +185,7 @@ class LocalSupervisor:
         self.logs = plan.run_dir / "logs"
         self._lock = threading.Lock()
         self._files: dict[str, IO[str]] = {}
+        self._unwritable: set[str] = set()
         self._last_error: dict[int, str] = {}
         self._last_agent_line: dict[int, str] = {}
         self._stop_signal: int | None = None
@@ -201,7 +204,7 @@ class LocalSupervisor:
             if console_line is not None:
                 self.console.write(console_line + "\n")
                 self.console.flush()
-            self._file(f"rank{rank}.log").write(text + "\n")
+            self._log(f"rank{rank}.log", text)
             if m := _EXCEPTION.match(text.strip()):
                 self._last_error[rank] = m.group(1)[:300]
         if self.stall:
@@ -209,9 +212,20 @@ class LocalSupervisor:
 
     def agent_line(self, node: int, line: str) -> None:
         with self._lock:
-            self._file(f"node{node}.agent.log").write(line + "\n")
+            self._log(f"node{node}.agent.log", line)
             if line.strip():
                 self._last_agent_line[node] = line.strip()[:300]
+
+    def _log(self, name: str, line: str) -> None:
+        """A line to a log file; a failed write (a full disk) is said once per file and the
+        output keeps flowing (a reader that stopped would stall the ranks on a full pipe)."""
+        try:
+            self._file(name).write(line + "\n")
+        except OSError as err:
+            if name not in self._unwritable:
+                self._unwritable.add(name)
+                self.console.write(f"noderun: warning: {os_error_line(err)} ({name})\n")
+                self.console.flush()
 
     def _file(self, name: str) -> IO[str]:
         if name not in self._files:
@@ -267,8 +281,13 @@ class LocalSupervisor:
                     stdin=subprocess.PIPE if node.remote else subprocess.DEVNULL,
                     text=True,
                     start_new_session=True,
+                    preexec_fn=proc_guard.die_with_parent_hook(),  # SIGKILLed with noderun
                 )
                 procs[node.node_rank] = proc
+                if node.stdin_env and proc.stdin is not None:  # the far end's guard reads it
+                    with contextlib.suppress(OSError):
+                        proc.stdin.write(json.dumps(dict(node.stdin_env)) + "\n")
+                        proc.stdin.flush()
                 sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
                 threads[node.node_rank] = []
                 for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
@@ -298,7 +317,8 @@ class LocalSupervisor:
                 signal.signal(s, handler)
             with self._lock:
                 for handle in self._files.values():
-                    handle.close()
+                    with contextlib.suppress(OSError):
+                        handle.close()
                 self._files.clear()
         codes = {n: p.returncode for n, p in procs.items()}
         result = RunResult(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - start)

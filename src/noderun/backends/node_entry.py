@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from noderun import timeline
+from noderun import proc_guard, timeline
 from noderun.backends import addresses, store_host
 from noderun.backends.node_gate import NodeGate, listen
 from noderun.backends.slurm import hostnames
@@ -27,6 +27,7 @@ from noderun.errors import NoderunError, TopologyError, UsageError
 from noderun.plan.launch import Entry, Gang, rank_command
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT
 from noderun.topology import in_slurm_step
+from noderun.topology.contract import RankContract
 from noderun.topology.node_spec import SRUN_HINT, LaunchMode, NodeSpec
 
 
@@ -242,6 +243,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
             by_hand=not in_slurm_step(env),
             listener=listener,
+            token=RankContract.from_env(env).job_token or "",  # strangers' check-ins dropped
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")
@@ -265,4 +267,5 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
 
         os.environ.update(exec_env(spec, os.environ, agent_store), **handed)
         rank_entry.main(new_argv[2:])
+    proc_guard.die_with_parent()  # kept across the exec: torchrun goes with its starter
     os.execve(new_argv[0], new_argv, {**exec_env(spec, env, agent_store), **handed})

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hmac
 import socket
+import sys
 import time
 from collections.abc import Callable
 
 from noderun.errors import RendezvousTimeoutError, UsageError
 
 _READ_TIMEOUT = 5.0
+_MAX_LINE = 1024  # a HELLO is ~100 bytes
 _RETRY_SECONDS = 0.1
 _FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _JOIN_RETRY_SECONDS
 _JOIN_RETRY_SECONDS = 0.03  # node 0 listens a few tens of ms after the others start: see it soon
@@ -38,6 +41,14 @@ def listen(port: int, host: str, backlog: int = 16) -> socket.socket:
     return listener
 
 
+def _peer(conn: socket.socket) -> str:
+    try:
+        host, port = conn.getpeername()[:2]
+    except OSError:
+        return "an unknown peer"
+    return f"{host}:{port}"
+
+
 class GateError(RendezvousTimeoutError):
     """The check-in failed: someone never arrived, or the master was unreachable."""
 
@@ -48,7 +59,7 @@ def _send_line(conn: socket.socket, text: str) -> None:
 
 
 def _read_line(conn: socket.socket, timeout: float) -> str:
-    """One ``\\n``-terminated line ('' on EOF or timeout)."""
+    """One ``\\n``-terminated line ('' on EOF, timeout, or past ``_MAX_LINE`` bytes)."""
     conn.settimeout(timeout)
     data = b""
     with contextlib.suppress(OSError):
@@ -57,6 +68,8 @@ def _read_line(conn: socket.socket, timeout: float) -> str:
             if not chunk:
                 break
             data += chunk
+            if len(data) > _MAX_LINE:  # not one of ours: never buffer what a stranger sends
+                return ""
     return data.decode(errors="replace").strip()
 
 
@@ -79,6 +92,8 @@ class NodeGate:
         noun: str = "nodes",
         by_hand: bool = False,
         listener: socket.socket | None = None,
+        token: str = "",
+        log: Callable[[str], object] | None = None,
     ) -> None:
         self.index = index
         self.total = total
@@ -92,6 +107,9 @@ class NodeGate:
         # participant 0 may bring its own listening socket: it stays open after the gate
         # (the step's store is served on it next, with no moment where the port is free)
         self.listener = listener
+        # the job's token (the rank contract's): a HELLO without it is dropped and logged
+        self.token = token
+        self.log = log or (lambda line: sys.stderr.write(line + "\n"))
 
     @property
     def where(self) -> str:
@@ -139,9 +157,13 @@ class NodeGate:
                 listener.close()
 
     def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
-        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=2)
-        if len(words) != 3 or words[0] != "HELLO" or not words[1].isdigit():
-            conn.close()  # not one of ours (a port scanner, another job): ignore it
+        words = _read_line(conn, _READ_TIMEOUT).split()
+        if len(words) not in (3, 4) or words[0] != "HELLO" or not words[1].isdigit():
+            conn.close()  # not one of ours (a port scanner, garbage, a half-open one): ignore it
+            return
+        if self.token and not hmac.compare_digest(words[3] if len(words) == 4 else "", self.token):
+            self.log(f"noderun.node: dropped a check-in from {_peer(conn)}: not this job's token")
+            conn.close()  # another job on the same port, or a stranger: never admitted
             return
         index, host = int(words[1]), words[2]
         if not 0 < index < self.total or index in arrived:
@@ -193,7 +215,8 @@ class NodeGate:
                 pause = min(pause * 1.5, _JOIN_RETRY_SECONDS)
                 continue
             with conn:
-                _send_line(conn, f"HELLO {self.index} {self.host}")
+                token = f" {self.token}" if self.token else ""
+                _send_line(conn, f"HELLO {self.index} {self.host}{token}")
                 answer = _read_line(conn, self.join_timeout + _READ_TIMEOUT)
             if answer == "GO":
                 return

@@ -16,12 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from noderun import failures, timeline
+from noderun import failures, proc_guard, timeline
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.outcome import Outcome
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
+from noderun.topology.contract import job_token
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
 _WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
@@ -197,12 +198,14 @@ class StepSupervisor:
         try:
             self._proc = subprocess.Popen(
                 self.plan.srun_argv(),
-                env={**os.environ, **dict(self.plan.env)} if self.plan.env else None,
+                env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
+                # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
+                preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
             )
             timeline.stamp(self.plan.run_dir, "step_started", "launcher")
             for stream in (self._proc.stdout, self._proc.stderr):

@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun import disk_room
 from noderun.check_result import Check, Status, failed, passed, skipped, warned
 from noderun.doctor.ifname import RULES as IFNAME_RULES
 
 Facts = dict[str, Any]
-MIN_FREE = 1 << 30  # warn below 1 GiB free in the run directory
-CRITICAL_FREE = 100 << 20
+MIN_FREE = disk_room.MIN_FREE  # the rule of run and submit (no checkpoint to size from)
+CRITICAL_FREE = disk_room.CRITICAL_FREE
 SKEW_WARN, SKEW_FAIL = 1.0, 5.0  # seconds
 VIRTUAL_IFACES = ("lo", "docker0")
 
@@ -185,8 +186,11 @@ def check_disk(facts: Facts, _: Sequence[Facts]) -> Check:
     text = f"{free / (1 << 30):.1f} GiB free for the run directory"
     if free < CRITICAL_FREE:
         return failed("disk", text, "free space or choose another --run-dir")
-    if free < MIN_FREE:
-        return warned("disk", text, "checkpoints may not fit; free space")
+    need = disk_room.needed(facts.get("checkpoint_bytes"))
+    if free < need:
+        return warned(
+            "disk", text, f"less than {disk_room.human(need)}: checkpoints may not fit; free space"
+        )
     return passed("disk", text)
 
 

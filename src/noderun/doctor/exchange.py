@@ -10,13 +10,27 @@ all N reported or when ``wait`` runs out; the nodes that never came are named.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
+import os
 import socket
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+from noderun.topology.contract import RankContract
 
 Facts = dict[str, Any]
 LIMIT = 64 << 20  # bytes of one node's facts line
+READ_TIMEOUT = 5.0  # a node sends its line at once: a silent connection is not one of ours
+
+
+def _peer(conn: socket.socket) -> str:
+    try:
+        return "{}:{}".format(*conn.getpeername()[:2])
+    except OSError:
+        return "an unknown peer"
 
 
 def exchange_port(master_port: int) -> int:
@@ -24,9 +38,24 @@ def exchange_port(master_port: int) -> int:
     return master_port + 1 if master_port < 65535 else master_port - 1
 
 
-def gather(listener: socket.socket, nnodes: int, mine: Facts, wait: float) -> dict[int, Facts]:
+def _token() -> str:
+    """The job token every machine was given (``NODERUN_JOB_TOKEN``, the same on each), or ''."""
+    return RankContract.from_env(os.environ).job_token or ""
+
+
+def gather(
+    listener: socket.socket,
+    nnodes: int,
+    mine: Facts,
+    wait: float,
+    token: str | None = None,
+    log: Callable[[str], object] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> dict[int, Facts]:
     """Node 0: facts by node rank (its own as 0) from every node that reports within ``wait``;
-    every reporting node gets them all back."""
+    every reporting node gets them all back. With a token (default: the environment's), a
+    report without it is dropped and logged; a connection that says nothing holds node 0 for
+    at most ``READ_TIMEOUT``."""
+    token = _token() if token is None else token
     got: dict[int, Facts] = {0: mine}
     peers: list[socket.socket] = []
     deadline = time.monotonic() + wait
@@ -36,9 +65,13 @@ def gather(listener: socket.socket, nnodes: int, mine: Facts, wait: float) -> di
             conn, _ = listener.accept()
         except TimeoutError:
             continue
-        conn.settimeout(max(1.0, deadline - time.monotonic()))
+        conn.settimeout(max(0.1, min(READ_TIMEOUT, deadline - time.monotonic())))
         try:
             sent = json.loads(conn.makefile("rb").readline(LIMIT))
+            if token and not hmac.compare_digest(str(sent.get("token", "")), token):
+                log(f"noderun doctor: dropped a report from {_peer(conn)}: not this job's token")
+                conn.close()
+                continue
             got[int(sent["node_rank"])] = sent["facts"]
             peers.append(conn)
         except (OSError, ValueError, KeyError, TypeError):
@@ -50,11 +83,14 @@ def gather(listener: socket.socket, nnodes: int, mine: Facts, wait: float) -> di
     return got
 
 
-def report(address: str, port: int, node_rank: int, mine: Facts, wait: float) -> dict[int, Facts]:
+def report(
+    address: str, port: int, node_rank: int, mine: Facts, wait: float, token: str | None = None
+) -> dict[int, Facts]:
     """Another node: send this node's facts to node 0 (retrying until ``wait`` runs out), get
     every node's back; ``{node_rank: mine}`` alone when node 0 never answered."""
     deadline = time.monotonic() + wait
-    line = (json.dumps({"node_rank": node_rank, "facts": mine}, default=str) + "\n").encode()
+    sent = {"node_rank": node_rank, "facts": mine, "token": _token() if token is None else token}
+    line = (json.dumps(sent, default=str) + "\n").encode()
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((address, port), timeout=2) as sock:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun import proc_guard
 from noderun.backends import slurm
 from noderun.backends.ports import free_port
 from noderun.check_result import failed, skipped
@@ -27,6 +28,7 @@ from noderun.doctor.probe import MARKER as PROBE_MARKER
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode
+from noderun.secret_env import is_secret
 from noderun.srun_lines import read_marked
 from noderun.topology import port_for_job
 from noderun.topology.contract import RankContract
@@ -128,7 +130,12 @@ def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, s
     """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it."""
     try:
         done = subprocess.run(
-            list(argv), env=dict(env), capture_output=True, text=True, timeout=STEP_TIMEOUT
+            list(argv),
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=STEP_TIMEOUT,
+            preexec_fn=proc_guard.die_with_parent_hook(),  # a killed doctor leaves no probe
         )
     except subprocess.TimeoutExpired as err:
         partial = [
@@ -246,7 +253,9 @@ def run_over_ssh(
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
     port = ssh.preflight(hosts, cwd, python, SSH_GUARD, None, ssh_config)  # one line per problem
     token_file, token = _write_token(run_dir)
-    env = {**forwarded_env(os.environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    # these words stand on the ssh command line: no secret (HF_TOKEN, WANDB_API_KEY…) goes there
+    forwarded = {k: v for k, v in forwarded_env(os.environ).items() if not is_secret(k)}
+    env = {**forwarded, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
 
     def on_hosts(commands: list[list[str]], log: Path) -> tuple[int, str]:
         def one(index: int) -> tuple[int, str]:

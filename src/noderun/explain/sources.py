@@ -146,6 +146,8 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
         sources.failures.append((str(directory / "run.json"), text))
     elif run.get("status") == "completed":
         sources.succeeded.append((str(directory / "run.json"), "run completed, exit code 0"))
+    elif run.get("status") == "running" and (died := rundir.stale_lock(directory)):
+        sources.failures.append((str(directory / "run.json"), f"run not finished: {died}"))
     return bool(run)
 
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from noderun import proc_guard
 from noderun.errors import NoderunError
 from noderun.flare.sites import LAUNCHERS, Site, capacity_problem
 
@@ -65,6 +67,7 @@ def local_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    proc_guard.die_with_parent(signal.SIGTERM)  # the FLARE client gone: tear the ranks down
     args = _parser().parse_args(argv)
     try:
         site = Site(args.site, args.nnodes, args.nproc_per_node, args.launcher)

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from noderun import secret_env
 from noderun.topology.contract import RankContract
 
 
@@ -35,15 +36,29 @@ class NodeCommand:
     env: Mapping[str, str]
     label: str = ""  # the console prefix before ``:rank|`` (default: the node rank)
     remote: bool = False  # started over SSH: stdin stays open, the far end watches it
+    # the ranks' variables, sent as the first line of stdin (JSON) to the far end's guard: a
+    # command line is visible to every user of both machines in `ps`
+    stdin_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hidden: frozenset[str] = frozenset()  # names whose values are shown masked (``--env``)
 
     @property
     def prefix(self) -> str:
         return self.label or str(self.node_rank)
 
     def shell(self) -> str:
-        """The command as copy-pasteable shell text, every word quoted."""
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return f"{exports} {shlex.join(self.argv)}".strip()
+        """The command as copy-pasteable shell text, every word quoted; secrets masked."""
+        env = secret_env.masked(self.env, self.hidden)
+        exports = " ".join(_pair(k, v) for k, v in sorted(env.items()))
+        text = f"{exports} {shlex.join(self.argv)}".strip()
+        if self.stdin_env:
+            sent = secret_env.masked(self.stdin_env, self.hidden)
+            pairs = " ".join(_pair(k, v) for k, v in sorted(sent.items()))
+            text += f"  # on its stdin: {pairs}"
+        return text
+
+
+def _pair(name: str, value: str) -> str:
+    return f"{name}={value if value == secret_env.MASK else shlex.quote(value)}"
 
 
 # Every rank runs through this file (by path: nothing of noderun is imported before the

@@ -88,6 +88,7 @@ class RunRequest:
     python: str = sys.executable
     cwd: str = ""  # SSH: where the ranks start on every host
     env: tuple[tuple[str, str], ...] = ()  # --env K=V for every rank (SSH: also forwarded ones)
+    hidden_env: tuple[str, ...] = ()  # SSH: names given with --env (masked when shown)
     ssh_config: str | None = None
 
     @property
@@ -192,6 +193,7 @@ class RunRequest:
             guard=SSH_GUARD,
             env=self.rank_env(),
             ssh_config=self.ssh_config,
+            hidden=self.hidden_env,
         )
 
     def step(self) -> StepPlan:

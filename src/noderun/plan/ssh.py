@@ -12,13 +12,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from noderun.errors import UsageError
 from noderun.plan.launch import Gang, LaunchPlan, NodeCommand
 
 # started by path on every host, before the node's command (see noderun/ssh_guard.py)
 SSH_GUARD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ssh_guard.py")
+ENV_STDIN = "--env-stdin"  # the guard's flag: the first line of its stdin is the ranks' env
 # variables of the caller's environment that reach the ranks on every host (documented)
 FORWARDED = (
     "PYTHONPATH",
@@ -101,10 +102,13 @@ def remote_command(
     argv: Sequence[str], env: Mapping[str, str], cwd: str, python: str, guard: str | None
 ) -> str:
     """The one shell string SSH runs on the host (``guard=None``: the command bare, for
-    short checks that end by themselves)."""
+    short checks that end by themselves). With the guard, ``env`` is not in it: the guard
+    reads it from its stdin (``ENV_STDIN``), where no other user can see it."""
+    if guard:
+        words = shlex.join([python, guard, ENV_STDIN, "--", *argv])
+        return " ".join(["cd", shlex.quote(cwd), "&&", "exec", words])
     exports = [shlex.quote(f"{key}={value}") for key, value in sorted(env.items())]
-    words = shlex.join([python, guard, "--", *argv] if guard else list(argv))
-    return " ".join(["cd", shlex.quote(cwd), "&&", "exec", "env", *exports, words])
+    return " ".join(["cd", shlex.quote(cwd), "&&", "exec", "env", *exports, shlex.join(argv)])
 
 
 def ssh_argv(host: str, remote: str, ssh: str = "ssh", config: str | None = None) -> list[str]:
@@ -120,8 +124,11 @@ def plan_ssh(
     guard: str,
     env: Mapping[str, str],
     ssh_config: str | None = None,
+    hidden: Collection[str] = (),
 ) -> LaunchPlan:
-    """One torchrun agent per host, node 0 on ``hosts[0]`` (``gang.master_addr``)."""
+    """One torchrun agent per host, node 0 on ``hosts[0]`` (``gang.master_addr``); the ranks'
+    variables travel on the connection (``stdin_env``), never on a command line; ``hidden``:
+    names whose values ``--dry-run`` masks (``--env``), besides the secret-looking ones."""
     nodes = [
         NodeCommand(
             node_rank=node,
@@ -129,15 +136,15 @@ def plan_ssh(
             argv=tuple(
                 ssh_argv(
                     host,
-                    remote_command(
-                        gang.agent_argv(node), gang.rank_env(node, env), cwd, gang.python, guard
-                    ),
+                    remote_command(gang.agent_argv(node), {}, cwd, gang.python, guard),
                     config=ssh_config,
                 )
             ),
             env={},
             label=host,
             remote=True,
+            stdin_env=gang.rank_env(node, env),
+            hidden=frozenset(hidden),
         )
         for node, host in enumerate(hosts)
     ]

@@ -23,8 +23,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -52,9 +54,39 @@ def write_bytes_durably(path: Path, data: bytes) -> None:
 def torch_save_durably(obj: Any, path: Path) -> None:
     """``torch.save`` then fsync, so a rename afterwards never exposes an empty file."""
     with open(path, "wb") as handle:
-        torch.save(obj, handle)
+        torch_save(obj, handle)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+class _Writes:
+    """A file's ``write`` that keeps the OSError it raised: torch's writer turns a full disk
+    into ``unexpected pos 1344 vs 1238``; the errno is what a user can act on."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def torch_save(obj: Any, handle: BinaryIO) -> None:
+    """``torch.save`` into an open file; a failed write raises its own OSError."""
+    writes = _Writes(handle)
+    try:
+        torch.save(obj, writes)  # type: ignore[arg-type]
+    except RuntimeError:
+        if writes.error is not None:
+            raise writes.error from None
+        raise
 
 
 PathLike = str | os.PathLike[str]  # every public function takes either
@@ -138,157 +170,143 @@ def save(
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
-    return save_async(state, Path(directory), tag, keep, meta).wait()
+    return take_full(state, Path(directory), tag, keep, meta)()
 
 
-class CommitPacer:
-    """At most one commit per ``min_sec`` for the checkpoints of one writer.
-
-    A checkpoint whose commit would start sooner waits in its thread until its time; a newer
-    checkpoint taken meanwhile replaces it there (the newest wins, no new thread); ``wait()``
-    commits it at once. So epochs shorter than ``min_sec`` do not pay a serialization, fsyncs
-    and a rename each, and a stop (close, preemption, an exception) still writes the newest.
-    """
-
-    def __init__(self, min_sec: float) -> None:
-        self.min_sec = min_sec
-        self.lock = threading.Lock()
-        self._last_started = -math.inf
-
-    def reserve(self, pending: PendingCommit) -> None:
-        """In ``pending``'s thread: return when it may commit (its turn, or hurried)."""
-        while True:
-            with self.lock:
-                delay = self._last_started + self.min_sec - time.monotonic()
-                if delay <= 0 or pending.hurry.is_set():
-                    pending.started = True
-                    self._last_started = time.monotonic()
-                    return
-            pending.hurry.wait(delay)
-
-
-class PendingCommit:
-    """A checkpoint whose bytes are taken and whose write, fsync, rename and marker run in a
-    thread.
-
-    Training goes on while the disk catches up; ``wait()`` returns the committed directory
-    (or raises what went wrong). The thread is not a daemon: the interpreter waits for it.
-    With a ``pacer`` the commit may wait for its turn, and ``replace`` swaps in a newer
-    checkpoint until it starts (the replaced one's ``on_drop`` runs).
-    """
-
-    def __init__(
-        self,
-        commit_it: Callable[[], Path],
-        after: PendingCommit | None = None,
-        pacer: CommitPacer | None = None,
-        on_drop: Callable[[], object] | None = None,
-    ) -> None:
-        self.path: Path | None = None
-        self.error: BaseException | None = None
-        self.after = after  # the commit this one waits for first
-        self.pacer = pacer
-        self.started = pacer is None
-        self.hurry = threading.Event()
-        self._commit = commit_it
-        self._on_drop = on_drop
-        self._thread = threading.Thread(target=self._run, name="noderun-checkpoint-commit")
-        self._thread.start()
-
-    def replace(self, commit_it: Callable[[], Path], on_drop: Callable[[], object] | None) -> bool:
-        """Commit ``commit_it`` instead, if this one is still waiting for its turn."""
-        if self.pacer is None:
-            return False
-        with self.pacer.lock:
-            if self.started:
-                return False
-            dropped, self._on_drop = self._on_drop, on_drop
-            self._commit = commit_it
-        if dropped is not None:
-            dropped()
-        return True
-
-    def _run(self) -> None:
-        try:
-            if self.after is not None:
-                self.after.join()  # in order: an earlier checkpoint is never marked after this
-            if self.pacer is not None:
-                self.pacer.reserve(self)
-            self.path = self._commit()
-        except BaseException as err:  # surfaced by wait() in the training thread
-            self.error = err
-
-    def wait_for_earlier(self) -> None:
-        """Block until the commit this one queued behind is done (errors surface in wait)."""
-        if self.after is not None:
-            self.after._thread.join()
-
-    def join(self) -> None:
-        """Block until this commit is done; raise what went wrong."""
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def wait(self) -> Path:
-        """Commit now (no more waiting for its turn); return the committed directory."""
-        self.hurry.set()
-        self.join()
-        assert self.path is not None
-        return self.path
-
-
-def save_async(
+def take_full(
     state: Mapping[str, Any],
     directory: Path,
     tag: str,
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
     before_commit: Callable[[Path], None] | None = None,
-    after: PendingCommit | None = None,
-    pacer: CommitPacer | None = None,
-    on_drop: Callable[[], object] | None = None,
-) -> PendingCommit:
-    """Take ``state`` now (later changes to it do not matter); make it durable, rename and
-    mark it complete in the background, after ``before_commit(tmp)``. Rank 0 only.
+) -> Callable[[], Path]:
+    """Take ``state`` now (later changes to it do not matter) and return the rest of its write:
+    a call that makes it durable, renames and marks it complete (run it on a ``CommitWorker``).
+    ``before_commit(tmp)`` runs in that call, before the rename. Rank 0 only.
 
-    A small CPU state is copied here (its tensors cloned: a memcpy each) and serialized in
-    the background; anything else is serialized straight to its file here, so no device
-    memory is doubled. With a ``pacer``, a small CPU state whose commit would start within
-    ``pacer.min_sec`` of the last one waits for its turn, and if ``after`` is still waiting
-    for its own, this state replaces it there (``after`` is returned; its ``on_drop`` runs).
-    A bigger state is on disk already and commits at once."""
+    A small CPU state (``small_on_cpu``) is copied here (its tensors cloned: a memcpy each) and
+    serialized later; anything else is serialized straight to its file here, so no device memory
+    is doubled: no earlier commit of the same tag may still be running then."""
     info = {"format": "full", **(meta or {})}
-    taken = _cloned(state) if _small_on_cpu(state) else None
+    taken = _cloned(state) if small_on_cpu(state) else None
+    tmp = temporary_dir(directory, tag)
     if taken is None:
-        if after is not None:
-            after.wait()  # written here and now: the earlier commit (maybe of this tag) goes first
-            after = None
-        tmp = start(directory, tag)
-        with open(tmp / STATE_FILE, "wb") as handle:
-            torch.save(dict(state), handle)
+        try:
+            start(directory, tag)
+            with open(tmp / STATE_FILE, "wb") as handle:
+                torch_save(dict(state), handle)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # the room goes back; earlier ones stay
+            raise
 
     def durable_commit() -> Path:
-        if taken is None:
-            here = tmp
-            fsync_path(here / STATE_FILE)
-        else:
-            here = start(directory, tag)
-            torch_save_durably(taken, here / STATE_FILE)
-        if before_commit is not None:
-            before_commit(here)
-        return commit(here, directory, tag, info, keep)
+        try:
+            if taken is None:
+                fsync_path(tmp / STATE_FILE)
+            else:
+                start(directory, tag)
+                torch_save_durably(taken, tmp / STATE_FILE)
+            if before_commit is not None:
+                before_commit(tmp)
+            return commit(tmp, directory, tag, info, keep)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
-    if taken is None:
-        return PendingCommit(durable_commit, after)
-    if after is not None and after.replace(durable_commit, on_drop):
-        return after  # it was still waiting for its turn: now it commits this one
-    return PendingCommit(durable_commit, after, pacer, on_drop)
+    return durable_commit
+
+
+class CommitWorker:
+    """One background thread that runs checkpoint commits (fsync, rename, marker) in the order
+    they come, so training goes on while the disk catches up. ``submit`` returns a Future of the
+    committed directory; at most ``depth`` commits wait or run at once (``submit`` blocks for
+    room). A commit may be given a time before which it does not start (``not_before``): until
+    then ``Future.cancel()`` takes it back, and ``hurry()`` lets it start at once. A daemon:
+    ``drain()`` before the process ends (the Checkpointer does, at exit)."""
+
+    def __init__(self, depth: int = 2) -> None:
+        self.depth = depth
+        self._queue: collections.deque[tuple[Callable[[], Path], Future[Path], float]] = (
+            collections.deque()
+        )
+        self._changed = threading.Condition()
+        self._open: list[tuple[Path, Future[Path]]] = []
+        self._thread: threading.Thread | None = None
+
+    def submit(
+        self, path: Path, job: Callable[[], Path], not_before: float = -math.inf
+    ) -> Future[Path]:
+        """Run ``job`` (the commit of checkpoint ``path``) after those submitted before, not
+        before ``not_before`` (``time.monotonic()``) unless hurried."""
+        while len(pending := [f for _, f in self._open if not f.done()]) >= self.depth:
+            wait_futures(pending, return_when=FIRST_COMPLETED)
+        future: Future[Path] = Future()
+        self._open.append((path, future))
+        with self._changed:
+            self._queue.append((job, future, not_before))
+            self._changed.notify_all()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._serve, name="noderun-checkpoint-commit", daemon=True
+            )
+            self._thread.start()
+        return future
+
+    def cancel(self, future: Future[Path]) -> bool:
+        """Take back a commit that has not started (False when it has)."""
+        with self._changed:
+            taken = future.cancel()
+            self._changed.notify_all()
+        return taken
+
+    def hurry(self) -> None:
+        """Every commit waiting for its time may start now (close, preemption, an exception)."""
+        with self._changed:
+            self._queue = collections.deque((j, f, -math.inf) for j, f, _ in self._queue)
+            self._changed.notify_all()
+
+    def _next(self) -> tuple[Callable[[], Path], Future[Path]]:
+        with self._changed:
+            while True:
+                if not self._queue:
+                    self._changed.wait()
+                    continue
+                job, future, not_before = self._queue[0]
+                delay = not_before - time.monotonic()
+                if delay > 0 and not future.cancelled():
+                    self._changed.wait(delay)
+                    continue
+                self._queue.popleft()
+                if future.set_running_or_notify_cancel():
+                    return job, future
+
+    def _serve(self) -> None:
+        while True:
+            job, future = self._next()
+            try:
+                future.set_result(job())
+            except BaseException as err:  # surfaced by the Future, in the training thread
+                future.set_exception(err)
+
+    def finished(self) -> list[tuple[Path, Future[Path]]]:
+        """The commits done since the last look, oldest first (and forgets them)."""
+        done = [(p, f) for p, f in self._open if f.done()]
+        self._open = [(p, f) for p, f in self._open if not f.done()]
+        return done
+
+    def drain(self) -> list[tuple[Path, Future[Path]]]:
+        """Hurry and block until every submitted commit is done; return them, oldest first
+        (and forget them)."""
+        self.hurry()
+        wait_futures([f for _, f in self._open])
+        return self.finished()
 
 
 SNAPSHOT_BYTES = 64 * 1024 * 1024  # up to this much CPU tensor data is cloned, not serialized
 
 
-def _small_on_cpu(state: Mapping[str, Any]) -> bool:
+def small_on_cpu(state: Mapping[str, Any]) -> bool:
     """``state`` holds at most ``SNAPSHOT_BYTES`` of plain CPU tensors, and plain data."""
     size = 0
 
@@ -350,6 +368,14 @@ def read_meta(path: PathLike) -> dict[str, Any]:
             f"checkpoint {path / META_FILE} has no known format", "resume from an earlier one"
         )
     return meta
+
+
+UNREADABLE = ("is corrupt", "is missing", "is unreadable", "has no known format")
+
+
+def is_unreadable(err: UsageError) -> bool:
+    """``err`` says a checkpoint's own files are damaged (not that it does not fit the model)."""
+    return any(words in err.problem for words in UNREADABLE)
 
 
 def check_loadable(path: Path) -> None:

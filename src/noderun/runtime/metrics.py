@@ -6,9 +6,11 @@ Optional TensorBoard event files (``tensorboard=True``, needs ``noderun[tensorbo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -18,7 +20,7 @@ import psutil
 
 from noderun import atomic
 from noderun.errors import UsageError
-from noderun.runtime import heartbeat
+from noderun.runtime import heartbeat, write_errors
 
 if TYPE_CHECKING:
     from noderun.runtime.context import Context
@@ -99,8 +101,9 @@ class MetricsLogger:
             )
         if not self.is_main:
             return
-        with open(self.path, "a", newline="") as handle:
-            csv.writer(handle).writerow([_cell(row.get(c)) for c in self.columns])
+        buffer = io.StringIO()
+        csv.writer(buffer).writerow([_cell(row.get(c)) for c in self.columns])
+        self._append(buffer.getvalue())
         if self._board is not None:
             index = self.columns[0]
             step = int(row.get(index, 0) or 0)
@@ -108,6 +111,27 @@ class MetricsLogger:
                 if name != index and isinstance(value, int | float):
                     self._board.add_scalar(name, value, step)
             self._board.flush()
+
+    def _append(self, text: str) -> None:
+        """One row, whole or not at all: a failed write is cut off again (the file stays
+        readable), said on this console with the room left, and stops training unless
+        ``NODERUN_ON_WRITE_ERROR=warn``."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            size = None
+        try:
+            with open(self.path, "a", newline="") as handle:
+                handle.write(text)
+        except OSError as err:
+            if size is not None:
+                with contextlib.suppress(OSError):
+                    os.truncate(self.path, size)
+            mode = write_errors.policy()
+            error = write_errors.write_error("metrics.csv", self.path, err)
+            write_errors.say(error, mode)
+            if mode == "stop":
+                raise error from None
 
     def close(self) -> None:
         if self._board is not None:

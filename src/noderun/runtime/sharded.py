@@ -4,6 +4,7 @@ param groups) and commits the directory. Only tensors go to DCP, so nothing is u
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -59,9 +60,9 @@ def save(
     meta: Mapping[str, Any],
     keep: int,
     collect: Callable[[], list[Any]] | None,
-) -> checkpoint.PendingCommit | None:
+) -> Callable[[], Path] | None:
     """Collective: every rank writes (and fsyncs) its shard; rank 0 then writes the rest and
-    commits in the background (the PendingCommit it returns; None on the other ranks)."""
+    commits in the background (the call it returns, for a CommitWorker; None on other ranks)."""
 
     tmp = checkpoint.temporary_dir(directory, tag)
     if ctx.is_main:
@@ -80,11 +81,15 @@ def save(
         return None
 
     def durable_commit() -> Path:
-        trainer.update(per_rank_state(collect()))
-        checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
-        return checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
+        try:
+            trainer.update(per_rank_state(collect()))
+            checkpoint.torch_save_durably(trainer, tmp / checkpoint.TRAINER_FILE)
+            return checkpoint.commit(tmp, directory, tag, {"format": "sharded", **meta}, keep)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)  # the room goes back; earlier ones stay
+            raise
 
-    return checkpoint.PendingCommit(durable_commit)
+    return durable_commit
 
 
 class _OnceReader(FileSystemReader):

@@ -16,17 +16,22 @@ ranks are saved, each rank restores its own.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import math
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
+from noderun import disk_room
 from noderun.errors import UsageError
-from noderun.runtime import checkpoint, heartbeat, profiling, rng, sharded
+from noderun.runtime import checkpoint, heartbeat, profiling, rng, sharded, write_errors
 from noderun.runtime.context import Context
 from noderun.runtime.model_state import check_shapes, is_sharded, per_rank_state, unwrap
 from noderun.runtime.rank_states import RankStateGather
@@ -78,6 +83,7 @@ class Checkpointer:
         keep: int = 3,
         directory: Path | None = None,
         min_commit_sec: float = 0.0,
+        on_write_error: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.model = model
@@ -90,11 +96,24 @@ class Checkpointer:
         self.extra: dict[str, Any] = {}  # this rank's ``extra`` of the resumed checkpoint
         self._skip: tuple[int, int] | None = None  # (epoch, batches) to skip after resume
         self._pending_rng: dict[str, Any] | None = None
-        self._pending: checkpoint.PendingCommit | None = None
+        self._worker = checkpoint.CommitWorker()
         self._gather = RankStateGather(ctx)
-        # full checkpoints taken sooner than this after the last commit wait, newest wins
-        self._pacer = checkpoint.CommitPacer(min_commit_sec) if min_commit_sec > 0 else None
-        atexit.register(self.wait)  # runs before init()'s shutdown: atexit is last-in, first-out
+        # a full checkpoint taken sooner than this after the last commit waits here, newest wins
+        self.min_commit_sec = min_commit_sec
+        self._last_commit = -math.inf
+        # the paced commit still waiting for its turn: (future, its gather, the turn before)
+        self._waiting: tuple[Future[Path], Callable[[], object], float] | None = None
+        self.on_write_error = write_errors.policy() if on_write_error is None else on_write_error
+        atexit.register(self._wait_at_exit)  # before init()'s shutdown: atexit is LIFO
+        if ctx.is_main and (short := disk_room.shortfall(ctx.run_dir, self._estimate())):
+            write_errors.say(write_errors.WriteError(short), "warn")
+
+    def _estimate(self) -> int:
+        """About one checkpoint's bytes: the weights, and twice them again for an optimizer's
+        moments (Adam's; SGD's momentum needs less)."""
+        weights = sum(t.numel() * t.element_size() for t in self.model.state_dict().values()
+                      if isinstance(t, torch.Tensor))  # fmt: skip
+        return weights * (3 if self.optimizer is not None else 1)
 
     def save(
         self, position: Position, extra: Mapping[str, Any] | None = None, wait: bool = False
@@ -114,13 +133,10 @@ class Checkpointer:
             return self._save(position, extra, wait)
 
     def _save(self, position: Position, extra: Mapping[str, Any] | None, wait: bool) -> Path:
-        previous = self._pending
-        if self.sharded or previous is None:
+        self._raise_failed()
+        if self.sharded:
             self.wait()
-        else:  # a slow disk must not stall training at every epoch end: queue, up to two
-            previous.wait_for_earlier()
-            self._pending = None
-            self._gather.wait_sent()
+        self._gather.wait_sent()
         collect = self._gather.start((rng.capture(), dict(extra or {})))  # rank 0 gets it later
         trainer: dict[str, Any] = {
             "position": dataclasses.asdict(position),
@@ -135,50 +151,120 @@ class Checkpointer:
             "world_size": self.ctx.world_size,
         }
         final = self.directory / position.tag
-        if self.sharded:
-            self._pending = sharded.save(
-                self.ctx,
-                self.model,
-                self.optimizer,
-                trainer,
-                self.directory,
-                position.tag,
-                meta,
-                self.keep,
-                collect,
-            )
-        elif collect is not None:
-            trainer["model"] = unwrap(self.model).state_dict()
-            if self.optimizer is not None:
-                trainer["optimizer"] = self.optimizer.state_dict()
-
-            def write_ranks(tmp: Path) -> None:
-                ranks = per_rank_state(collect())
-                checkpoint.torch_save_durably(ranks, tmp / checkpoint.RANKS_FILE)
-
-            self._pending = checkpoint.save_async(
-                trainer,
-                self.directory,
-                position.tag,
-                self.keep,
-                meta,
-                write_ranks,
-                previous,
-                self._pacer,
-                on_drop=collect,  # the gather still completes
-            )
-
+        try:
+            if self.sharded:
+                job = sharded.save(
+                    self.ctx,
+                    self.model,
+                    self.optimizer,
+                    trainer,
+                    self.directory,
+                    position.tag,
+                    meta,
+                    self.keep,
+                    collect,
+                )
+                if job is not None:
+                    self._submit(final, job)
+            elif collect is not None:
+                self._save_full(trainer, position.tag, meta, collect)
+        except Exception as err:  # this rank could not write its part: said here and now
+            self._failed(final, err)
         if wait:
             self.wait()
             self.ctx.barrier()  # no rank exits (the launcher would stop rank 0) before it is done
         return final
 
+    def _save_full(
+        self,
+        trainer: dict[str, Any],
+        tag: str,
+        meta: Mapping[str, Any],
+        collect: Callable[[], list[Any]],
+    ) -> None:
+        """Rank 0: take the state now; commit it in the background, or keep it until its turn
+        when the last commit began less than ``min_commit_sec`` ago (a newer one replaces it)."""
+        trainer["model"] = unwrap(self.model).state_dict()
+        if self.optimizer is not None:
+            trainer["optimizer"] = self.optimizer.state_dict()
+
+        def write_ranks(tmp: Path) -> None:
+            ranks = per_rank_state(collect())
+            checkpoint.torch_save_durably(ranks, tmp / checkpoint.RANKS_FILE)
+
+        small = checkpoint.small_on_cpu(trainer)
+        if not small:
+            self._drain()  # serialized here into .<tag>.tmp: no earlier commit may be running
+        job = checkpoint.take_full(trainer, self.directory, tag, self.keep, meta, write_ranks)
+        now = time.monotonic()
+        waiting = self._waiting
+        if waiting is not None and self._worker.cancel(waiting[0]):  # not started: this is newer
+            waiting[1]()  # the gather it would have collected still completes
+            self._last_commit = waiting[2]
+        self._waiting = None
+        turn = self._last_commit + self.min_commit_sec
+        if small and now < turn:  # decided here; the worker only keeps the time
+            future = self._worker.submit(self.directory / tag, self._loud(tag, job), turn)
+            self._waiting = (future, collect, self._last_commit)
+            self._last_commit = turn
+        else:
+            self._submit(self.directory / tag, job)
+
+    def _submit(self, path: Path, job: Callable[[], Path]) -> None:
+        self._last_commit = time.monotonic()
+        self._worker.submit(path, self._loud(path.name, job))
+
+    def _loud(self, tag: str, job: Callable[[], Path]) -> Callable[[], Path]:
+        """``job`` that, when it fails in the background, says so at once (the training thread
+        raises it at its next save or wait)."""
+        path = self.directory / tag
+
+        def run() -> Path:
+            try:
+                return job()
+            except Exception as err:
+                error = write_errors.write_error("checkpoint", path, err, self.ctx.rank)
+                write_errors.say(error, self.on_write_error)
+                raise error from None
+
+        return run
+
+    def _drain(self) -> None:
+        """Commit a waiting one now; wait for every commit; say each that failed."""
+        self._waiting = None
+        self._said(self._worker.drain())
+
+    def _failed(self, path: Path, err: BaseException) -> None:
+        """A checkpoint this rank could not write: said on its console at once; training stops
+        (WriteError) unless the policy is ``warn``. What is left of it is removed elsewhere."""
+        if isinstance(err, write_errors.WriteError):
+            error = err  # said by the worker as it happened
+        else:
+            error = write_errors.write_error("checkpoint", path, err, self.ctx.rank)
+            write_errors.say(error, self.on_write_error)
+        if self.on_write_error == "stop":
+            raise error from None
+
+    def _raise_failed(self) -> None:
+        """Background commits that failed since the last look: said, and (stop) raised."""
+        self._said(self._worker.finished())
+
+    def _said(self, commits: list[tuple[Path, Future[Path]]]) -> None:
+        for path, future in commits:
+            err = None if future.cancelled() else future.exception()
+            if err is not None:
+                self._failed(path, err)
+
     def wait(self) -> None:
-        """Block until the last checkpoint is durable and marked complete (rank 0's work)."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.wait()
+        """Commit a waiting checkpoint now, block until every checkpoint is durable and marked
+        complete (rank 0's work); a failed one raises WriteError (policy ``stop``)."""
         self._gather.wait_sent()
+        self._drain()
+
+    def _wait_at_exit(self) -> None:
+        # a failed write was said already; a peer gone at exit (its gather) is not this rank's
+        with contextlib.suppress(Exception):
+            self.wait()
 
     def resume(self, spec: str | Path | None) -> Position:
         """Load ``spec`` (None: fresh start; ``auto``: newest in the run dir; a path) into the
@@ -187,7 +273,7 @@ class Checkpointer:
         path = self._agree(lambda: checkpoint.resolve(spec, self.ctx.run_dir))
         if path is None:
             return Position()
-        trainer = self._agree(lambda: self._load(path))
+        trainer, path = self._load_readable(spec, path)
         position = Position(**trainer["position"])
         saved_world = int(trainer.get("world_size", self.ctx.world_size))
         states = trainer["rng"]
@@ -219,6 +305,23 @@ class Checkpointer:
             f"step {position.step} of the next, global step {position.global_step})"
         )
         return position
+
+    def _load_readable(self, spec: str | Path | None, path: Path) -> tuple[dict[str, Any], Path]:
+        """``path`` loaded on every rank; under ``auto`` a newest checkpoint that is marked
+        complete but cannot be read (a truncated file) gives way, in one line, to the complete
+        one before it. Never loads garbage: every file is checked as it is read."""
+        while True:
+            try:
+                return self._agree(lambda p=path: self._load(p)), path  # type: ignore[misc]
+            except UsageError as err:
+                earlier = [p for p in checkpoint.checkpoints(path.parent) if p.name < path.name]
+                if str(spec) != "auto" or not earlier or not checkpoint.is_unreadable(err):
+                    raise
+                self.ctx.print(
+                    f"noderun: {err.problem}: resuming from the previous complete checkpoint "
+                    f"{earlier[-1]}"
+                )
+                path = earlier[-1]
 
     def _carry_over(self, path: Path) -> None:
         """A checkpoint of another run becomes this run's first one (hard links where the

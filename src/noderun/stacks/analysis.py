@@ -149,11 +149,14 @@ class Snapshot:
         if not spots and not missing:
             return Verdict(Kind.NONE, (), "no rank's stack could be taken")
         wait_text = _waiting_text(waiting)
-        if waiting and (others or missing):
+        # found but gave no stack (a stopped process, one that ignores every signal)
+        silent = {s.rank: s.error or "no stack" for s in self.stacks if not s.frames}
+        if waiting and (others or missing or silent):
             parts = [_rank_at(r, hosts[r], f"stuck in {sp.describe()}") for r, sp in others.items()]
+            parts += [_rank_at(r, hosts[r], f"gave no stack ({why})") for r, why in silent.items()]
             if missing:
                 parts.append(f"{rank_list(missing)} not running (exited or never started)")
-            named = (*others, *missing)
+            named = (*others, *silent, *missing)
             return Verdict(Kind.STRAGGLER, tuple(sorted(named)), f"{'; '.join(parts)}{wait_text}")
         if waiting and len({sp.key for sp in waiting.values()}) > 1:
             return Verdict(

@@ -255,8 +255,19 @@ def take(
             pid=rp.pid,
             frames=results[rp.rank][0],
             source=source[rp.rank] if results[rp.rank][0] else "",
-            error=results[rp.rank][1],
+            error=_stopped(rp.pid) or results[rp.rank][1],
         )
         for rp in ranks
     ]
     return stacks, notes
+
+
+def _stopped(pid: int) -> str | None:
+    """ "stopped by a signal (SIGSTOP or SIGTSTP): alive, silent" for a stopped process."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return None
+    if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+        return f"pid {pid} stopped by a signal (SIGSTOP or SIGTSTP): alive, silent"
+    return None

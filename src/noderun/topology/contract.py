@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import secrets
 from collections.abc import Callable, Mapping
 
 PREFIX = "NODERUN__"
@@ -25,6 +26,7 @@ VARIABLES: dict[str, tuple[str, ...]] = {
     "restart_count": ("NODERUN__RESTART_COUNT", "NODERUN_RESTART_COUNT"),
     "max_restarts": ("NODERUN__MAX_RESTARTS", "NODERUN_MAX_RESTARTS"),
     "mode": ("NODERUN__MODE",),  # no older name: older launchers never said it
+    "job_token": ("NODERUN__JOB_TOKEN", "NODERUN_JOB_TOKEN"),
 }
 _READ: dict[str, Callable[[str], object]] = {
     "run_dir": str,
@@ -33,6 +35,7 @@ _READ: dict[str, Callable[[str], object]] = {
     "restart_count": int,
     "max_restarts": int,
     "mode": str,
+    "job_token": str,
 }
 
 
@@ -51,6 +54,9 @@ class RankContract:
     max_restarts: int | None = None  # --max-restarts of the launch
     # "srun": one task per rank, no torchrun agent, although the ranks see torchrun's variables
     mode: str | None = None
+    # a random value of this launch: noderun's own listeners (the check-in gate) drop a
+    # connection that does not bring it (another job, a port scanner)
+    job_token: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RankContract:
@@ -91,3 +97,10 @@ def _lookup(environ: Mapping[str, str], field: str) -> str | None:
         if environ.get(name):
             return environ[name]
     return None
+
+
+def job_token(environ: Mapping[str, str]) -> dict[str, str]:
+    """``{NODERUN__JOB_TOKEN: <random>}`` for a launch whose environment has none yet (``{}``
+    when it has: ``noderun submit`` gave the batch job one, its steps keep it)."""
+    name = VARIABLES["job_token"][0]
+    return {} if environ.get(name) else {name: secrets.token_hex(16)}

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import disk_room, rundir, secret_env, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -145,7 +145,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
 def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
     remote = any(node.remote for node in plan.nodes)
     return {
-        "command": argv,
+        "command": secret_env.masked_argv(argv),
         "backend": "ssh" if remote else "local",
         "script": plan.script,
         "script_args": list(plan.script_args),
@@ -187,6 +187,8 @@ def main(args: argparse.Namespace) -> int:
             flush=True,
         )
     run_json = plan.run_dir / rundir.RUN_JSON
+    if short := disk_room.shortfall(plan.run_dir):
+        print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
     rundir.take_lock(plan.run_dir)
     try:
         return _supervise(args, flags, plan, record, run_json)
@@ -232,7 +234,11 @@ def _supervise(
         if refusal is not None:
             if flags.max_restarts and outcome.status != "completed":
                 record["restart"] = f"not restarted: {refusal}"
-            rundir.write_json_atomic(run_json, record)
+            try:
+                rundir.write_json_atomic(run_json, record)
+            except OSError:
+                _report(plan, result, outcome)  # how the run went, then why run.json says running
+                raise
             report_profile(plan.run_dir, args)
             _report(plan, result, outcome)
             return outcome.exit_code

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import rundir, secret_env, timeline
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
@@ -137,7 +137,7 @@ def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[st
     record = rundir.read_json(run_json) if run_json.exists() else {}
     record.update(
         {
-            "command": sys.argv,
+            "command": secret_env.masked_argv(sys.argv),
             "backend": "slurm",
             "mode": step.mode.value,
             "job_id": environ["SLURM_JOB_ID"],

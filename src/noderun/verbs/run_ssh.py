@@ -81,6 +81,7 @@ def build_plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0)
         cwd=os.getcwd(),
         python=sys.executable,
         env=tuple({**forwarded_env(os.environ), **dict(args.env)}.items()),
+        hidden_env=tuple(key for key, _ in args.env),
         ssh_config=args.ssh_config,
     )
     request.check()  # before any host is asked

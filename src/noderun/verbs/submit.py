@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import disk_room, rundir, secret_env, timeline
 from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
+from noderun.topology.contract import job_token
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -199,7 +201,7 @@ def write_job(plan: SbatchPlan) -> Path:
     record = {
         "backend": "slurm",
         "status": "submitted",
-        "command": sys.argv,
+        "command": secret_env.masked_argv(sys.argv),
         "mode": plan.request.mode.value,
         "sbatch_script": str(script),
         "submit_time": rundir.now_iso(),
@@ -230,9 +232,12 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(plan.dry_run_text())
         return 0
     slurm.require_command("sbatch")
+    if short := disk_room.shortfall(request.run_dir):
+        print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
     # a request SLURM would refuse: one line, nothing submitted (sinfo's checks first)
     slurm.sbatch_test(str(plan), meanwhile=lambda: check_cluster(request))
     created = not request.run_dir.exists()
+    os.environ.update(job_token(os.environ))  # sbatch hands it to the job: its gate's token
     try:
         job_id = slurm.sbatch(write_job(plan))
     except BaseException:

@@ -47,6 +47,12 @@ def check_run_status(ev: RunEvidence, _: Expectations) -> Check:
             "run-status", f"completed, exit code 0{every}, {record.get('duration_sec', '?')} s"
         )
     if status == "running" and "end_time" not in record:
+        if died := rundir.stale_lock(ev.run_dir):
+            return failed(
+                "run-status",
+                f"run.json says running, but {died}",
+                "resume it in place (`noderun run --run-dir` it again), or pass a new --run-dir",
+            )
         detail = "run.json says running and has no end time: still running, or the launcher died"
         return failed("run-status", detail, explain_hint(ev.run_dir))
     failure = record.get("failure") or {}
