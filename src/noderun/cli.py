@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import NoReturn
 
 from noderun import __version__
 from noderun.errors import NoderunError
-from noderun.verbs.options import CONFIG_ENV, DEFAULT_CONFIG, resolve_options
+from noderun.verbs.options import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG,
+    PET_PREFIX,
+    HelpFormatter,
+    resolve_options,
+)
 
 VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
 
@@ -21,7 +28,9 @@ DESCRIPTION = (
 EPILOG = (
     "`noderun VERB --help` lists a verb's options. An option can also be set by its NODERUN_* "
     f"variable (shown in the verb's help) or in the [VERB] table of ./{DEFAULT_CONFIG} (or the "
-    f"file named by ${CONFIG_ENV}); a flag wins over the variable, the variable over the file."
+    f"file named by ${CONFIG_ENV}); a flag wins over the variable, the variable over the file. "
+    "torchrun's options also read torchrun's PET_* variables (PET_NPROC_PER_NODE=2), between "
+    "NODERUN_* and the file. Every --long-option is also accepted as --long_option."
 )
 
 
@@ -36,7 +45,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every verb, or of the one ``argv`` names first: a verb's run imports only
     its own module (``noderun submit`` starts ~0.025 s sooner without run's backends)."""
     chosen = [argv[0]] if argv and argv[0] in VERBS else VERBS
-    parser = _Parser(prog="noderun", description=DESCRIPTION, epilog=EPILOG)
+    parser = _Parser(
+        prog="noderun", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"noderun {__version__}")
     sub = parser.add_subparsers(
         title="verbs", dest="verb", metavar="VERB", required=True, parser_class=_Parser
@@ -47,11 +58,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def forget_pet(environ: MutableMapping[str, str]) -> None:
+    """Drop torchrun's PET_* variables once the verb has read them: the torchrun agents
+    noderun starts get what they asked for as flags, and must not read them again (a
+    PET_RDZV_BACKEND would change the rendezvous noderun planned)."""
+    for name in [k for k in environ if k.startswith(PET_PREFIX)]:
+        del environ[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(words).parse_args(words)
         resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
+        forget_pet(os.environ)
         code: int = args.handler(args)
     except NoderunError as err:
         print(f"noderun: error: {err}", file=sys.stderr)

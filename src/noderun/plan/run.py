@@ -89,6 +89,7 @@ class RunRequest:
     cwd: str = ""  # SSH: where the ranks start on every host
     env: tuple[tuple[str, str], ...] = ()  # SSH: the ranks' explicit environment
     ssh_config: str | None = None
+    agent_flags: tuple[str, ...] = ()  # torchrun agent options, for every agent
 
     @property
     def nproc(self) -> int:
@@ -159,6 +160,7 @@ class RunRequest:
             run_id=run_id,
             python=self.python,
             entry=self.entry,
+            agent_flags=self.agent_flags,
         )
 
     def _local(self) -> LaunchPlan:
@@ -215,4 +217,5 @@ class RunRequest:
             entry=self.entry,
             run_id=self.run_id,
             env=tuple(self.restart_env().items()),
+            agent_flags=self.agent_flags,
         )

@@ -23,6 +23,7 @@ from noderun.verbs.options import (
     STALL_OPTIONS,
     OptionTable,
     add_verb,
+    from_torchrun,
     port_number,
     stall_policy,
     switch,
@@ -44,41 +45,45 @@ from noderun.verbs.torchrun_flags import (
     run_dir_for,
 )
 
-NPROC_OPTION = value(
-    "--nproc-per-node",
-    "--nproc_per_node",
-    type=nproc_spec,
-    default=1,
-    help="processes per node: a number, or gpu (visible GPUs), cpu (usable CPUs), auto (GPUs if "
-    "any, else CPUs), as torchrun",
+NPROC_OPTION = from_torchrun(
+    value(
+        "--nproc-per-node",
+        type=nproc_spec,
+        default=1,
+        help="processes per node: a number, or gpu (visible GPUs), cpu (usable CPUs), auto (GPUs "
+        "if any, else CPUs), as torchrun",
+    )
 )
 OPTIONS = OptionTable(
     "run",
     (
-        value("--nnodes", type=nnodes_spec, help="nodes (default 1; inside SLURM: all allocated)"),
+        from_torchrun(
+            value(
+                "--nnodes",
+                "--nodes",
+                type=nnodes_spec,
+                help="nodes (default 1; inside SLURM: all allocated); --nodes is the same option",
+            )
+        ),
         NPROC_OPTION,
         value("--run-dir", type=Path, help="run directory (default runs/<name>-…)"),
-        value(
-            "--master-port",
-            "--master_port",
-            type=port_number,
-            help="rendezvous port (default: free)",
+        from_torchrun(
+            value("--master-port", type=port_number, help="rendezvous port (default: free)")
         ),
         *STALL_OPTIONS,
         PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         *run_ssh.OPTIONS,
-        value(
-            "--node-rank",
-            "--node_rank",
-            type=int,
-            help="this machine's node of a job started by hand on every machine (with "
-            "--nnodes and --master-addr, as torchrun)",
+        from_torchrun(
+            value(
+                "--node-rank",
+                type=int,
+                help="this machine's node of a job started by hand on every machine (with "
+                "--nnodes and --master-addr, as torchrun)",
+            )
         ),
-        value(
-            "--master-addr",
-            "--master_addr",
-            help="node 0's address, for nodes started by hand (--node-rank)",
+        from_torchrun(
+            value("--master-addr", help="node 0's address, for nodes started by hand (--node-rank)")
         ),
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
@@ -121,6 +126,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
         run_id=flags.run_id,
         max_restarts=flags.max_restarts,
         attempt=attempt,
+        agent_flags=flags.agent_flags,
     )
     if args.node_rank is not None or args.master_addr:  # this machine's node only
         return dataclasses.replace(

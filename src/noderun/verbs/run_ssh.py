@@ -82,6 +82,7 @@ def build_plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0)
         python=sys.executable,
         env=tuple({**forwarded_env(os.environ), **dict(args.env)}.items()),
         ssh_config=args.ssh_config,
+        agent_flags=flags.agent_flags,
     )
     request.check()  # before any host is asked
     program = check_program(args.script, flags.entry)

@@ -19,6 +19,7 @@ from noderun.verbs.options import (
     OptionTable,
     add_verb,
     env_pair,
+    from_torchrun,
     port_number,
     positive_int,
     repeated,
@@ -28,11 +29,10 @@ from noderun.verbs.options import (
 )
 from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 from noderun.verbs.torchrun_flags import (
-    CONSOLE_OPTIONS,
-    ENTRY_OPTIONS,
-    RESTART_OPTIONS,
+    SUBMIT_TORCHRUN_OPTIONS,
     TorchrunFlags,
     check_program,
+    nnodes_spec,
     nproc_spec,
     read_flags,
     run_dir_for,
@@ -44,13 +44,23 @@ SCRIPT_NAME = "job.sbatch"
 OPTIONS = OptionTable(
     "submit",
     (
-        value("--nodes", type=positive_int, default=1, help="nodes"),
-        value(
-            "--nproc-per-node",
-            "--nproc_per_node",
-            type=nproc_spec,
-            default=1,
-            help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+        from_torchrun(
+            value(
+                "--nodes",
+                "--nnodes",
+                type=nnodes_spec,
+                default=1,
+                help="nodes (N, or torchrun's N:N); --nnodes is the same option",
+            ),
+            "nnodes",
+        ),
+        from_torchrun(
+            value(
+                "--nproc-per-node",
+                type=nproc_spec,
+                default=1,
+                help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+            )
         ),
         value("--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="who starts the ranks"),
         value("--partition", help="partition (default: the cluster's default)"),
@@ -80,7 +90,9 @@ OPTIONS = OptionTable(
         ),
         value("--signal", help="signal before the time limit, e.g. USR1@90"),
         value("--run-dir", type=Path, help="run directory on the shared filesystem"),
-        value("--master-port", type=port_number, help="rendezvous port (default: from job id)"),
+        from_torchrun(
+            value("--master-port", type=port_number, help="rendezvous port (default: from job id)")
+        ),
         value(
             "--join-timeout",
             type=float,
@@ -88,9 +100,7 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
-        *ENTRY_OPTIONS,
-        *RESTART_OPTIONS,
-        *CONSOLE_OPTIONS,
+        *SUBMIT_TORCHRUN_OPTIONS,
         PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
