@@ -17,7 +17,7 @@ from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
-from noderun.verbs import run_slurm, run_ssh
+from noderun.verbs import run_modes, run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -170,6 +170,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
+    run_modes.refuse_other_ways(args, os.environ)  # an option for another way: refused
     os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     over_ssh = run_ssh.wanted(args)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun

@@ -27,8 +27,8 @@ from noderun.verbs.options import (
 OPTIONS = OptionTable(
     "scale",
     (
-        value("--nodes", type=lambda t: int_list(t, "--nodes"), default=(1, 2),
-              metavar="N,N…", help="node counts to sweep"),
+        value("--nodes", "--nnodes", type=lambda t: int_list(t, "--nodes"), default=(1, 2),
+              metavar="N,N…", help="node counts to sweep; --nnodes is the same option"),
         value("--nproc-per-node", type=lambda t: int_list(t, "--nproc-per-node"), default=(1,),
               metavar="P,P…", help="processes per node to sweep"),
         value("--scaling", choices=("strong", "weak"), default="strong",
