@@ -9,6 +9,7 @@ from collections.abc import MutableMapping, Sequence
 from typing import NoReturn
 
 from noderun import __version__
+from noderun.cli_output import print_json, stdout_to_stderr
 from noderun.errors import NoderunError
 from noderun.verbs.options import (
     CONFIG_ENV,
@@ -19,6 +20,7 @@ from noderun.verbs.options import (
 )
 
 VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
+REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
 
 DESCRIPTION = (
     "noderun launches multi-node PyTorch training - on simulated nodes of this machine, inside "
@@ -66,12 +68,34 @@ def forget_pet(environ: MutableMapping[str, str]) -> None:
         del environ[name]
 
 
+def _json_at_the_end(args: argparse.Namespace) -> int:
+    """A verb whose --json is one object at the end: its own lines (and its ranks') go to
+    stderr meanwhile; the object is printed even when the verb fails or is interrupted."""
+    from noderun.verbs.launch_json import launch_result
+
+    error = None
+    with stdout_to_stderr():
+        try:
+            code: int = args.handler(args)
+        except NoderunError as err:
+            print(f"noderun: error: {err}", file=sys.stderr)
+            code, error = err.exit_code, str(err)
+        except KeyboardInterrupt:
+            print("noderun: interrupted", file=sys.stderr)
+            code, error = 130, "interrupted"
+    result = getattr(args, "json_result", None) or launch_result(args, code, error)
+    print_json(result)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(words).parse_args(words)
         resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
         forget_pet(os.environ)
+        if getattr(args, "json", False) and args.verb in REDIRECTED_JSON:
+            return _json_at_the_end(args)
         code: int = args.handler(args)
     except NoderunError as err:
         print(f"noderun: error: {err}", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun import atomic
+from noderun.cli_output import print_json
 from noderun.errors import UsageError
 from noderun.plan.launch import TORCHRUN_DEFAULT_PORT
 from noderun.verbs.options import (
@@ -113,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     if args.result_file:
         atomic.write_text(args.result_file, json.dumps(result.to_dict(), indent=2), durable=False)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict())
     else:
         print_report(result)
     return 0 if result.healthy else 1

@@ -18,6 +18,7 @@ from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_modes, run_slurm, run_ssh
+from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -87,6 +88,7 @@ OPTIONS = OptionTable(
         ),
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
+        JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
 )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from noderun import rundir
+from noderun.cli_output import print_json
 from noderun.errors import NoderunError, UsageError
 from noderun.stacks import Kind, Snapshot, render
 from noderun.verbs.options import OptionTable, add_verb, positional, switch
@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     for note in snapshot.notes:
         print(f"noderun: {note}", file=sys.stderr)
     if args.json:
-        print(json.dumps(snapshot.to_dict(), indent=2))
+        print_json(snapshot.to_dict())
         return 0
     sources = sorted({s.source for s in snapshot.stacks if s.source}) or ["none"]
     print(f"stacks of {len(snapshot.stacks)} rank(s) of {what} ({', '.join(sources)}):")

@@ -13,6 +13,7 @@ from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
+from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -104,6 +105,7 @@ OPTIONS = OptionTable(
         PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
+        JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
 )
@@ -231,6 +233,7 @@ def job_alive(job_id: str) -> bool:
 def main(args: argparse.Namespace) -> int:
     plan = build_request(args).materialize()
     request = plan.request
+    args.run_dir = request.run_dir  # --json reports it
     checks = (lambda: check_cluster(request)) if shutil.which("sinfo") else None
     if args.dry_run:
         if shutil.which("sbatch"):
@@ -249,6 +252,7 @@ def main(args: argparse.Namespace) -> int:
         if created:  # nothing half-written: the run directory goes with the refused job
             shutil.rmtree(request.run_dir, ignore_errors=True)
         raise
+    args.job_id = job_id  # --json reports it
     timeline.stamp(request.run_dir, "submit_started", "submit", at=timeline.process_start())
     timeline.stamp(request.run_dir, "submitted", "submit")
     print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)

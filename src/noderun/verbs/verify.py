@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from noderun.cli_output import print_json
 from noderun.verbs.options import (
     OptionTable,
     add_verb,
@@ -96,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     run_dir = resolve_target(args.target)
     report = verify_run_dir(run_dir, expect)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
+        print_json(report.to_dict())
     else:
         print_report(report)
         print_profile(run_dir)
