@@ -19,7 +19,7 @@ from noderun.verbs.options import (
     resolve_options,
 )
 
-VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
+VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale", "completion")
 REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
 
 DESCRIPTION = (
@@ -46,9 +46,13 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every verb, or of the one ``argv`` names first: a verb's run imports only
     its own module (``noderun submit`` starts ~0.025 s sooner without run's backends)."""
-    chosen = [argv[0]] if argv and argv[0] in VERBS else VERBS
+    # completion describes every verb; any other verb builds only its own parser
+    chosen = [argv[0]] if argv and argv[0] in VERBS[:-1] else VERBS
     parser = _Parser(
-        prog="noderun", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
+        prog="noderun",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"noderun {__version__}")
     sub = parser.add_subparsers(
@@ -91,7 +95,9 @@ def _json_at_the_end(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
-        args = build_parser(words).parse_args(words)
+        parser = build_parser(words)
+        args = parser.parse_args(words)
+        args.root_parser = parser  # `completion` describes it
         resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
         forget_pet(os.environ)
         if getattr(args, "json", False) and args.verb in REDIRECTED_JSON:

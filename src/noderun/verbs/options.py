@@ -351,7 +351,16 @@ def add_verb(
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """``--help`` lists ``--run-dir``, not its ``--run_dir`` twin (accepted all the same)."""
+    """``--help`` lists ``--run-dir``, not its ``--run_dir`` twin (accepted all the same), and
+    each verb beside its help (argparse measures the verbs without their own indent)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        subactions = getattr(action, "_get_subactions", None)
+        if action.help is not argparse.SUPPRESS and subactions is not None:
+            widths = [len(self._format_action_invocation(s)) for s in subactions()]
+            indent = self._current_indent + self._indent_increment
+            self._action_max_length = max(self._action_max_length, max(widths, default=0) + indent)
 
     def _format_action_invocation(self, action: argparse.Action) -> str:
         strings = action.option_strings
