@@ -167,3 +167,28 @@ def test_run_does_not_refuse_a_variable_shared_by_every_way(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NODERUN_JOIN_TIMEOUT", "5")
     assert cli.main(["run", "--dry-run", PLAIN]) == 0, capsys.readouterr().err
+
+
+# ---- other verbs: a flag another flag makes meaningless is refused ----
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["submit", "--dry-run", "--wait", PLAIN], "--wait with --dry-run"),
+        (["verify", "--json", "--timeline", "."], "--timeline prints a table, not JSON"),
+        (["stacks", "--json", "--full", "."], "--full is for the text report"),
+    ],
+)
+def test_a_flag_that_would_be_ignored_is_refused(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "hint: " in err and len(err.strip().splitlines()) == 1, err

@@ -11,7 +11,13 @@ from noderun import rundir
 from noderun.cli_output import print_json
 from noderun.errors import NoderunError, UsageError
 from noderun.stacks import Kind, Snapshot, render
-from noderun.verbs.options import OptionTable, add_verb, positional, switch
+from noderun.verbs.options import (
+    OptionTable,
+    add_verb,
+    positional,
+    refuse_unless_applies,
+    switch,
+)
 
 _JOB_ID = re.compile(r"^\d+$")
 
@@ -56,6 +62,9 @@ def take(target: str) -> tuple[Snapshot, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.json:  # the JSON has every rank's whole stack already
+        refuse_unless_applies(args, ("full",), "is for the text report: --json has every "
+                              "rank's whole stack", "drop --full")  # fmt: skip
     snapshot, what = take(args.target)
     if not snapshot.stacks:
         raise NoderunError(

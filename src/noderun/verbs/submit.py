@@ -23,6 +23,7 @@ from noderun.verbs.options import (
     from_torchrun,
     port_number,
     positive_int,
+    refuse_unless_applies,
     repeated,
     stall_policy,
     switch,
@@ -231,6 +232,9 @@ def job_alive(job_id: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        refuse_unless_applies(args, ("wait",), "with --dry-run: no job is submitted to follow",
+                              "drop one of them")  # fmt: skip
     plan = build_request(args).materialize()
     request = plan.request
     args.run_dir = request.run_dir  # --json reports it

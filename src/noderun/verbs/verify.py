@@ -13,6 +13,7 @@ from noderun.verbs.options import (
     add_verb,
     positional,
     positive_int,
+    refuse_unless_applies,
     repeated,
     switch,
     value,
@@ -78,6 +79,10 @@ def main(args: argparse.Namespace) -> int:
     from noderun.verify import Expectations, verify_run_dir
     from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
+    if args.json:  # the JSON report has no table: run.json holds the timeline
+        refuse_unless_applies(
+            args, ("timeline",), "prints a table, not JSON", "drop --json, or read run.json"
+        )
     required = {name for item in args.require for name in item.split(",") if name}
     for flag, names in (("--skip", set(args.skip)), ("--require", required)):
         unknown = sorted(names - set(CHECK_NAMES))
