@@ -274,3 +274,42 @@ def test_agent_options_work_in_a_real_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     seen = [json.loads((probe / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [s["ROLE_NAME"] for s in seen] == ["trainer", "trainer"]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [["--hosts", "node-a,node-b"], ["--nnodes", "2", "--node-rank", "1", "--master-addr", "h"]],
+    ids=["ssh", "by-hand"],
+)
+def test_agent_options_reach_ssh_and_hand_started_nodes(
+    where: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "--dry-run", *where, "--role", "trainer", PLAIN]) == 0
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if PLAIN in line]
+    assert commands and all("--role=trainer" in line for line in commands), out
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+def test_agent_options_reach_torchrun_through_the_node_entry_on_the_lab(tmp_path: Path) -> None:
+    """submit → the job's `noderun run` → srun → the node entry → torchrun's agents."""
+    import json
+
+    from tests.conftest import noderun
+    from tests.slurm.lab import require_lab
+
+    require_lab()
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    argv = ["submit", "--wait", "--nodes", "2", "--nproc-per-node", "2", "--role", "trainer",
+            "--start_method", "fork", "--env", f"PROBE_OUT={probe}", "--run-dir",
+            str(tmp_path / "run"), str(SCRIPTS / "env_probe.py")]  # fmt: skip
+    result = noderun(argv, cwd=tmp_path, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = [json.loads((probe / f"rank{r}.json").read_text()) for r in range(4)]
+    assert {s["ROLE_NAME"] for s in seen} == {"trainer"}
