@@ -10,7 +10,7 @@ from typing import NoReturn
 
 from noderun import __version__
 from noderun.cli_output import print_json, stdout_to_stderr
-from noderun.errors import NoderunError
+from noderun.errors import NoderunError, UsageError
 from noderun.verbs.options import (
     CONFIG_ENV,
     DEFAULT_CONFIG,
@@ -64,6 +64,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _unrecognized(verb: str, unknown: Sequence[str]) -> UsageError:
+    """An option ``verb`` does not take, naming the verbs that do (``--partition``: submit)."""
+    flag = unknown[0].partition("=")[0]
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    others = [name for name, p in sub.choices.items() if flag in p._option_string_actions]
+    where = f" (an option of {', '.join(f'noderun {o}' for o in others)})" if others else ""
+    return UsageError(
+        f"noderun {verb} does not take {' '.join(unknown)}{where}",
+        f"see `noderun {verb} --help`",
+    )
+
+
 def forget_pet(environ: MutableMapping[str, str]) -> None:
     """Drop torchrun's PET_* variables once the verb has read them: the torchrun agents
     noderun starts get what they asked for as flags, and must not read them again (a
@@ -96,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
         parser = build_parser(words)
-        args = parser.parse_args(words)
+        args, unknown = parser.parse_known_args(words)
+        if unknown:
+            raise _unrecognized(args.verb, unknown)
         args.root_parser = parser  # `completion` describes it
         resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
         forget_pet(os.environ)
