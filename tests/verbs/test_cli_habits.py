@@ -192,3 +192,18 @@ def test_a_flag_that_would_be_ignored_is_refused(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "hint: " in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_both_node_spellings_are_config_keys_and_variables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    (tmp_path / "noderun.toml").write_text("[submit]\nnnodes = 3\n[run]\nnodes = 2\n")
+    assert cli.main(["submit", "--dry-run", PLAIN]) == 0, capsys.readouterr().err
+    assert "--nnodes=3" in capsys.readouterr().out
+    assert cli.main(["run", "--dry-run", PLAIN]) == 0, capsys.readouterr().err
+    assert "--nnodes=2" in capsys.readouterr().out
+    monkeypatch.setenv("NODERUN_NODES", "4")  # the variable beats the file, in either spelling
+    assert cli.main(["run", "--dry-run", PLAIN]) == 0, capsys.readouterr().err
+    assert "--nnodes=4" in capsys.readouterr().out

@@ -63,6 +63,13 @@ class Option:
         return ENV_PREFIX + self.name.upper()
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The name, then those of its other long spellings (``--nnodes``/``--nodes``): each is
+        also a config key and a NODERUN_* variable of the same option."""
+        longs = [f[2:].replace("-", "_") for f in self.flags if f.startswith("--")]
+        return tuple(dict.fromkeys([self.name, *longs]))
+
+    @property
     def pet_env(self) -> str | None:
         return PET_PREFIX + self.pet.upper() if self.pet else None
 
@@ -233,8 +240,8 @@ class OptionTable:
 
     def check_keys(self, section: Mapping[str, Any], where: str) -> None:
         """Refuse config keys that are not settable options, listing the valid ones."""
-        valid = self.settable()
-        unknown = sorted(set(section) - set(valid))
+        valid = {name for o in self.settable().values() for name in o.names}
+        unknown = sorted(set(section) - valid)
         if unknown:
             raise UsageError(
                 f"unknown option(s) {', '.join(unknown)} in {where}",
@@ -268,12 +275,16 @@ def _from_outside(
 ) -> Any:
     """The value from NODERUN_<NAME>, else torchrun's PET_<DEST>, else the config section; None
     when none sets it."""
-    raw: Any = environ.get(option.env) if option.settable else None
+    raw: Any = None
     source = option.env
+    for name in option.names if option.settable else ():
+        if raw in (None, ""):
+            raw, source = environ.get(ENV_PREFIX + name.upper()), ENV_PREFIX + name.upper()
     if raw in (None, "") and option.pet_env:
         raw, source = environ.get(option.pet_env), option.pet_env
-    if raw in (None, "") and option.settable:
-        raw, source = section.get(option.name), f"{option.name} in {where}"
+    for name in option.names if option.settable else ():
+        if raw in (None, ""):
+            raw, source = section.get(name), f"{name} in {where}"
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool) and option.action == "store_true":
