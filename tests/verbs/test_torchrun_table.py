@@ -22,6 +22,7 @@ from noderun.verbs import run, submit
 from noderun.verbs.torchrun_flags import (
     AGENT,
     NUMA_BINDINGS,
+    REFUSED,
     START_METHODS,
     TORCHRUN_HANDLING,
 )
@@ -64,6 +65,8 @@ SAMPLES: dict[str, tuple[str, list[str]]] = {
     "signals_to_handle": ("SIGTERM,SIGUSR1", []),
     "shutdown_timeout": ("15", []),
     "virtual_local_rank": ("", []),
+    "log_line_prefix_template": ("rank: ", []),  # torch 2.14
+    "print_completion": ("bash", []),  # torch 2.14
 }
 # what a submitted job cannot take: SLURM places the nodes, node 0 is the job's first
 SUBMIT_REFUSES = {"standalone", "node_rank", "master_addr", "rdzv_backend", "rdzv_endpoint",
@@ -74,8 +77,10 @@ CASES = [(a.dest, flag) for a in TORCH_ACTIONS for flag in a.option_strings]
 def test_every_torchrun_option_has_a_row() -> None:
     dests = {a.dest for a in TORCH_ACTIONS}
     assert dests - set(TORCHRUN_HANDLING) == set(), "torchrun grew an option: give it a row"
-    assert set(TORCHRUN_HANDLING) - dests == set(), "a row for an option torchrun dropped"
-    assert set(SAMPLES) == dests
+    # rows for options this torch lacks (a later release's) may only refuse them
+    absent = set(TORCHRUN_HANDLING) - dests
+    assert {TORCHRUN_HANDLING[name] for name in absent} <= {REFUSED}, absent
+    assert dests <= set(SAMPLES)
 
 
 def test_choices_are_torchruns() -> None:
@@ -100,7 +105,12 @@ def test_run_takes_every_torchrun_option(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["run", "--dry-run", *_argv(dest, flag)]) == 0, capsys.readouterr().err
+    code = cli.main(["run", "--dry-run", *_argv(dest, flag)])
+    if TORCHRUN_HANDLING[dest] == REFUSED:
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and f"{flag} " in err, err
+        return
+    assert code == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     agents = [shlex.split(line) for line in out.splitlines() if "torch.distributed.run" in line]
     agents += [shlex.split(line) for line in out.splitlines() if "noderun.node" in line]
@@ -128,7 +138,8 @@ def test_submit_takes_or_refuses_every_torchrun_option_in_one_line(
     except SystemExit as stop:  # argparse's own refusal
         code = stop.code  # type: ignore[assignment]
     captured = capsys.readouterr()
-    assert (code == 0) is (dest not in SUBMIT_REFUSES), captured.err
+    refused = dest in SUBMIT_REFUSES or TORCHRUN_HANDLING[dest] == REFUSED
+    assert (code == 0) is not refused, captured.err
     if code == 0:
         job = next(line for line in captured.out.splitlines() if line.startswith("exec "))
         if TORCHRUN_HANDLING[dest] == AGENT:  # the job's `noderun run` passes it on
@@ -313,3 +324,31 @@ def test_agent_options_reach_torchrun_through_the_node_entry_on_the_lab(tmp_path
     assert result.returncode == 0, result.stderr[-2000:]
     seen = [json.loads((probe / f"rank{r}.json").read_text()) for r in range(4)]
     assert {s["ROLE_NAME"] for s in seen} == {"trainer"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        (["--log-line-prefix-template", "${rank}: "], {},
+         "--log-line-prefix-template is not used: noderun prefixes every console line"),
+        (["--print-completion", "zsh"], {}, "use `noderun completion bash` (or zsh)"),
+        ([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "x"},
+         "PET_LOG_LINE_PREFIX_TEMPLATE (torchrun's --log-line-prefix-template) is not used"),
+    ],
+)  # fmt: skip
+def test_later_torchrun_options_are_refused_in_one_line(
+    argv: list[str],
+    environ: dict[str, str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch 2.14's --log-line-prefix-template and --print-completion, whatever torch is here."""
+    monkeypatch.chdir(tmp_path)
+    for name, text in environ.items():
+        monkeypatch.setenv(name, text)
+    for verb in ("run", "submit"):
+        assert cli.main([verb, "--dry-run", *argv, PLAIN]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err

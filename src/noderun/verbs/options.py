@@ -263,6 +263,9 @@ class OptionTable:
             o.name for o in self.options if not o.positional and hasattr(args, o.name)
         )
         for option in self.options:
+            if option.refusal is not None and option.pet_env and environ.get(option.pet_env):
+                problem, hint = option.refusal  # torchrun would read it: never ignored
+                raise UsageError(f"{option.pet_env} (torchrun's {option.flags[0]}) {problem}", hint)
             if option.positional or option.refusal is not None or hasattr(args, option.name):
                 continue
             found = _from_outside(option, environ, section, where)

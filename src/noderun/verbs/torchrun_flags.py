@@ -213,6 +213,23 @@ AGENT_OPTIONS = tuple(
     )
 )  # fmt: skip
 AGENT_NAMES = tuple(option.name for option in AGENT_OPTIONS)
+# torchrun's options noderun cannot honour, refused in one line (PET_<DEST> too): those of
+# releases after the oldest one noderun supports may be absent from the installed torch
+REFUSED_OPTIONS = (
+    from_torchrun(
+        refused(
+            "--log-line-prefix-template",
+            problem="is not used: noderun prefixes every console line with node:rank itself, "
+            "and reads torchrun's own prefix to tell the ranks' lines apart",
+            hint="drop it (each rank's lines are also in <run dir>/logs/rank<N>.log)",
+        )
+    ),
+    refused(
+        "--print-completion",
+        problem="would print torchrun's completion, not noderun's",
+        hint="use `noderun completion bash` (or zsh)",
+    ),
+)
 TORCHRUN_OPTIONS = (
     *ENTRY_OPTIONS,
     *RESTART_OPTIONS,
@@ -232,6 +249,7 @@ TORCHRUN_OPTIONS = (
         value("--rdzv-conf", env=False, help=argparse.SUPPRESS),
     ),
     *AGENT_OPTIONS,
+    *REFUSED_OPTIONS,
 )
 _SLURM_PICKS = "the job's first node is node 0 and SLURM numbers the nodes"
 # torchrun's flags a submitted job cannot take: SLURM places the nodes and noderun's node
@@ -265,6 +283,7 @@ SUBMIT_TORCHRUN_OPTIONS = (
         value("--rdzv-id", env=False, help="run id the ranks see (default: the job id)"),
     ),
     *AGENT_OPTIONS,
+    *REFUSED_OPTIONS,
     *SUBMIT_REFUSED,
 )
 
@@ -273,6 +292,7 @@ SUBMIT_TORCHRUN_OPTIONS = (
 # parser against it, so a new torchrun option fails the suite until it gets a row here.
 NODERUN = "noderun"  # noderun does what torchrun's option asks itself
 AGENT = "agent"  # passed to every torchrun agent noderun starts (refused in srun mode)
+REFUSED = "refused"  # one line: why, and what to use
 TORCHRUN_HANDLING: dict[str, str] = {
     "nnodes": NODERUN,  # N or N:N (also --nodes); elastic MIN:MAX refused
     "nproc_per_node": NODERUN,  # a number, gpu, cpu, auto; xpu refused
@@ -293,6 +313,7 @@ TORCHRUN_HANDLING: dict[str, str] = {
     "master_addr": NODERUN,
     "master_port": NODERUN,
     **{name: AGENT for name in AGENT_NAMES},
+    **{option.name: REFUSED for option in REFUSED_OPTIONS},  # torch 2.14's two new ones
 }
 
 
