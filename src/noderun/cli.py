@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import NoReturn
 
 from noderun import __version__
-from noderun.errors import NoderunError, os_error_line
-from noderun.verbs.options import CONFIG_ENV, DEFAULT_CONFIG, resolve_options
+from noderun.cli_output import print_json, stdout_to_stderr
+from noderun.errors import NoderunError, UsageError, os_error_line
+from noderun.verbs.options import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG,
+    PET_PREFIX,
+    HelpFormatter,
+    resolve_options,
+)
 
-VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale")
+VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale", "completion")
+REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
 
 DESCRIPTION = (
     "noderun launches multi-node PyTorch training - on simulated nodes of this machine, inside "
@@ -21,7 +30,9 @@ DESCRIPTION = (
 EPILOG = (
     "`noderun VERB --help` lists a verb's options. An option can also be set by its NODERUN_* "
     f"variable (shown in the verb's help) or in the [VERB] table of ./{DEFAULT_CONFIG} (or the "
-    f"file named by ${CONFIG_ENV}); a flag wins over the variable, the variable over the file."
+    f"file named by ${CONFIG_ENV}); a flag wins over the variable, the variable over the file. "
+    "torchrun's options also read torchrun's PET_* variables (PET_NPROC_PER_NODE=2), between "
+    "NODERUN_* and the file. Every --long-option is also accepted as --long_option."
 )
 
 
@@ -35,8 +46,14 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every verb, or of the one ``argv`` names first: a verb's run imports only
     its own module (``noderun submit`` starts ~0.025 s sooner without run's backends)."""
-    chosen = [argv[0]] if argv and argv[0] in VERBS else VERBS
-    parser = _Parser(prog="noderun", description=DESCRIPTION, epilog=EPILOG)
+    # completion describes every verb; any other verb builds only its own parser
+    chosen = [argv[0]] if argv and argv[0] in VERBS[:-1] else VERBS
+    parser = _Parser(
+        prog="noderun",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"noderun {__version__}")
     sub = parser.add_subparsers(
         title="verbs", dest="verb", metavar="VERB", required=True, parser_class=_Parser
@@ -47,11 +64,58 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _unrecognized(verb: str, unknown: Sequence[str]) -> UsageError:
+    """An option ``verb`` does not take, naming the verbs that do (``--partition``: submit)."""
+    flag = unknown[0].partition("=")[0]
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    others = [name for name, p in sub.choices.items() if flag in p._option_string_actions]
+    where = f" (an option of {', '.join(f'noderun {o}' for o in others)})" if others else ""
+    return UsageError(
+        f"noderun {verb} does not take {' '.join(unknown)}{where}",
+        f"see `noderun {verb} --help`",
+    )
+
+
+def forget_pet(environ: MutableMapping[str, str]) -> None:
+    """Drop torchrun's PET_* variables once the verb has read them: the torchrun agents
+    noderun starts get what they asked for as flags, and must not read them again (a
+    PET_RDZV_BACKEND would change the rendezvous noderun planned)."""
+    for name in [k for k in environ if k.startswith(PET_PREFIX)]:
+        del environ[name]
+
+
+def _json_at_the_end(args: argparse.Namespace) -> int:
+    """A verb whose --json is one object at the end: its own lines (and its ranks') go to
+    stderr meanwhile; the object is printed even when the verb fails or is interrupted."""
+    from noderun.verbs.launch_json import launch_result
+
+    error = None
+    with stdout_to_stderr():
+        try:
+            code: int = args.handler(args)
+        except NoderunError as err:
+            print(f"noderun: error: {err}", file=sys.stderr)
+            code, error = err.exit_code, str(err)
+        except KeyboardInterrupt:
+            print("noderun: interrupted", file=sys.stderr)
+            code, error = 130, "interrupted"
+    result = getattr(args, "json_result", None) or launch_result(args, code, error)
+    print_json(result)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         words = sys.argv[1:] if argv is None else list(argv)
-        args = build_parser(words).parse_args(words)
+        parser = build_parser(words)
+        args, unknown = parser.parse_known_args(words)
+        if unknown:
+            raise _unrecognized(args.verb, unknown)
+        args.root_parser = parser  # `completion` describes it
         resolve_options(args)  # after parsing: only the chosen verb reads its variables and file
+        forget_pet(os.environ)
+        if getattr(args, "json", False) and args.verb in REDIRECTED_JSON:
+            return _json_at_the_end(args)
         code: int = args.handler(args)
     except NoderunError as err:
         print(f"noderun: error: {err}", file=sys.stderr)

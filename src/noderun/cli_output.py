@@ -1,11 +1,47 @@
 """What the CLI prints besides plain lines: a table of PASS/WARN/FAIL rows, rich on a terminal,
-aligned plain text when piped (used by `doctor`, `verify`)."""
+aligned plain text when piped (used by `doctor`, `verify`), and every verb's ``--json``."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TextIO
+
+# "schema" of every verb's --json object: raised when a field changes meaning or goes away
+# (a new field does not raise it), so a script can refuse an output it does not know
+JSON_SCHEMA = 1
+
+
+def json_text(payload: Mapping[str, Any], indent: int | None = 2) -> str:
+    """``payload`` as one JSON object, ``"schema"`` first."""
+    return json.dumps({"schema": JSON_SCHEMA, **payload}, indent=indent, default=str)
+
+
+def print_json(payload: Mapping[str, Any], stream: TextIO | None = None) -> None:
+    out = stream or sys.stdout
+    out.write(json_text(payload) + "\n")
+    out.flush()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Everything written to stdout meanwhile (this process's lines, and the ranks' and tools'
+    output through fd 1) goes to stderr: stdout is kept for the one JSON object ``--json``
+    promises at the end."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
 
 STATUS_STYLES = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "SKIP": "dim"}
 

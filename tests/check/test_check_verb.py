@@ -33,7 +33,7 @@ def test_json_output() -> None:
     path = str(FIXTURES / "seed003_wrong.slurm")
     result = noderun(["check", "--json", path])
     assert result.returncode == 1
-    found = json.loads(result.stdout)[path]
+    found = json.loads(result.stdout)["files"][path]
     assert {f["code"] for f in found} == {"global-rank-device", "fixed-port", "torchrun-once"}
 
 

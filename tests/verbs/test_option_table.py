@@ -47,7 +47,8 @@ def _parse(
     add_verb(parser.add_subparsers(), TABLE, lambda args: 0, help="", description="")
     args = parser.parse_args(["paint", *argv])
     TABLE.resolve(args, environ, section, "[paint] of noderun.toml")
-    return {k: v for k, v in vars(args).items() if k not in ("handler", "option_table")}
+    internal = ("handler", "option_table", "given_options")
+    return {k: v for k, v in vars(args).items() if k not in internal}
 
 
 def test_defaults_and_positionals() -> None:

@@ -65,8 +65,9 @@ def test_precedence_is_per_verb(tmp_path: Path) -> None:
     assert _submit_nodes(tmp_path) == (0, "3")  # file beats default
     assert _submit_nodes(tmp_path, NODERUN_NODES="2") == (0, "2")  # env beats file
     assert _submit_nodes(tmp_path, "--nodes", "1", NODERUN_NODES="2") == (0, "1")  # flag wins
-    # run's variable and table do not reach submit
-    assert _submit_nodes(tmp_path, NODERUN_NNODES="4") == (0, "3")
+    # NODERUN_NNODES is the same option's other spelling (--nnodes is --nodes)
+    assert _submit_nodes(tmp_path, NODERUN_NNODES="2") == (0, "2")
+    # run's table does not reach submit
     (tmp_path / "noderun.toml").write_text("[run]\nnnodes = 3\n")
     assert _submit_nodes(tmp_path) == (0, "1")
 
@@ -77,8 +78,8 @@ def test_bad_variable_breaks_only_the_verbs_that_read_it(tmp_path: Path) -> None
     for argv in (["--help"], ["run", "--help"], ["explain", str(log)], ["verify", "--help"]):
         result = noderun(argv, cwd=tmp_path, NODERUN_NNODES="abc")
         assert result.returncode == 0, (argv, result.stderr)
-    code, nodes = _submit_nodes(tmp_path, NODERUN_NNODES="abc")  # submit reads NODES, not NNODES
-    assert (code, nodes) == (0, "1")
+    code, nodes = _submit_nodes(tmp_path, NODERUN_NNODES="abc")  # --nnodes is --nodes: read
+    assert code == 2 and "NODERUN_NNODES='abc'" in nodes
     code, out, err = _dry_run(tmp_path, NODERUN_NNODES="abc")
     assert code == 2 and out == ""
     assert err.strip() == (
@@ -99,9 +100,9 @@ def test_bad_config_breaks_only_the_verbs_that_read_it(tmp_path: Path) -> None:
 
 
 def test_unknown_key_of_another_verb_lists_its_valid_ones(tmp_path: Path) -> None:
-    (tmp_path / "noderun.toml").write_text("[submit]\nnnodes = 3\n")
+    (tmp_path / "noderun.toml").write_text("[submit]\nhosts = 'a,b'\n")  # run's, not submit's
     code, err = _submit_nodes(tmp_path)
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "unknown option(s) nnodes in [submit]" in err
+    assert "unknown option(s) hosts in [submit]" in err
     assert "valid: account, constraint, cpus_per_task," in err and "nodes" in err
     assert _dry_run(tmp_path)[0] == 0  # [submit] is not run's business

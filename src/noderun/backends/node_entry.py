@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", type=Path, default=Path("."))
     parser.add_argument("--join-timeout", type=float, default=DEFAULT_JOIN_TIMEOUT)
     parser.add_argument("--run-id", help="TORCHELASTIC_RUN_ID (default: the job id)")
+    parser.add_argument(
+        "--torchrun-flag", action="append", default=[], help="a torchrun agent option, as given"
+    )
     entry = parser.add_mutually_exclusive_group()
     entry.add_argument("-m", "--module", action="store_true", help="SCRIPT is a module")
     entry.add_argument("--no-python", action="store_true", help="SCRIPT is an executable")
@@ -102,7 +105,11 @@ def check_master(spec: NodeSpec, this_host: str) -> None:
 
 
 def exec_argv(
-    spec: NodeSpec, command: list[str], python: str, entry: Entry = Entry.SCRIPT
+    spec: NodeSpec,
+    command: list[str],
+    python: str,
+    entry: Entry = Entry.SCRIPT,
+    agent_flags: Sequence[str] = (),
 ) -> list[str]:
     """The argv that replaces this process: torchrun (one per node) or the script (per rank)."""
     script, args = command[0], command[1:]
@@ -119,6 +126,7 @@ def exec_argv(
         run_id=spec.run_id,
         python=python,
         entry=entry,
+        agent_flags=tuple(agent_flags),
     )
     argv = gang.agent_argv(spec.node_rank)
     # the static rendezvous would otherwise wait 600 s for an agent that died after check-in
@@ -256,7 +264,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                     os.write(2, f"{line}\n".encode())
     except NoderunError as err:
         _fail(err)
-    new_argv = exec_argv(spec, command, sys.executable, entry)
+    new_argv = exec_argv(spec, command, sys.executable, entry, opts.torchrun_flag)
     # sbatch --signal=USR1@T reaches every process of the step: torchrun's agent (and a script
     # without a handler) would die of it; ranks that install a handler still receive it
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)

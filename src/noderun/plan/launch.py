@@ -84,9 +84,11 @@ def torchrun_argv(
     script_args: Sequence[str],
     python: str = sys.executable,
     entry: Entry = Entry.SCRIPT,
+    agent_flags: Sequence[str] = (),
 ) -> list[str]:
     """torchrun with static rendezvous (several agents may share one host), no restarts:
-    noderun restarts the whole gang itself (``--max-restarts``)."""
+    noderun restarts the whole gang itself (``--max-restarts``). ``agent_flags``: the user's
+    torchrun agent options (``--start-method=fork``), as given."""
     return [
         python,
         "-m",
@@ -101,6 +103,7 @@ def torchrun_argv(
         f"--log-dir={log_dir}",
         "--redirects=3",
         "--tee=3",
+        *agent_flags,
         *rank_command(script, script_args, entry),
     ]
 
@@ -119,6 +122,7 @@ class Gang:
     run_id: str = ""
     python: str = sys.executable
     entry: Entry = Entry.SCRIPT
+    agent_flags: tuple[str, ...] = ()  # torchrun agent options every agent gets
 
     def agent_argv(self, node_rank: int) -> list[str]:
         """Node ``node_rank``'s torchrun agent; its logs under the run directory."""
@@ -134,6 +138,7 @@ class Gang:
             script_args=self.script_args,
             python=self.python,
             entry=self.entry,
+            agent_flags=self.agent_flags,
         )
 
     def rank_env(self, node_rank: int, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -213,6 +218,7 @@ def plan_hand_started(
         f"--run-dir={gang.run_dir}",
         f"--join-timeout={join_timeout:g}",
         f"--run-id={gang.run_id}",
+        *(f"--torchrun-flag={flag}" for flag in gang.agent_flags),
         *gang.entry.flags(),
         "--",
         gang.script,

@@ -90,6 +90,7 @@ class RunRequest:
     env: tuple[tuple[str, str], ...] = ()  # --env K=V for every rank (SSH: also forwarded ones)
     hidden_env: tuple[str, ...] = ()  # SSH: names given with --env (masked when shown)
     ssh_config: str | None = None
+    agent_flags: tuple[str, ...] = ()  # torchrun agent options, for every agent
 
     @property
     def nproc(self) -> int:
@@ -164,6 +165,7 @@ class RunRequest:
             run_id=run_id,
             python=self.python,
             entry=self.entry,
+            agent_flags=self.agent_flags,
         )
 
     def _local(self) -> LaunchPlan:
@@ -221,4 +223,5 @@ class RunRequest:
             entry=self.entry,
             run_id=self.run_id,
             env=tuple(self.rank_env().items()),
+            agent_flags=self.agent_flags,
         )

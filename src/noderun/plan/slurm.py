@@ -38,6 +38,7 @@ class StepPlan:
     entry: Entry = Entry.SCRIPT  # script, -m module, or --no-python executable
     run_id: str | None = None  # torchrun's --rdzv-id (TORCHELASTIC_RUN_ID); None: the job id
     env: tuple[tuple[str, str], ...] = ()  # added to srun's environment (restart counts)
+    agent_flags: tuple[str, ...] = ()  # torchrun agent options (torchrun mode only)
 
     @property
     def world_size(self) -> int:
@@ -70,6 +71,7 @@ class StepPlan:
             argv.append(f"--master-port={self.master_port}")
         if self.run_id is not None:
             argv.append(f"--run-id={self.run_id}")
+        argv += [f"--torchrun-flag={flag}" for flag in self.agent_flags]
         return [*argv, *self.entry.flags(), "--", self.script, *self.script_args]
 
     def srun_options(self) -> list[str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from noderun.cli_output import print_json
 from noderun.errors import UsageError
 from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
 
@@ -14,7 +14,10 @@ OPTIONS = OptionTable(
     "check",
     (
         positional("scripts", nargs="+", metavar="SCRIPT", help="batch script(s) to check"),
-        switch("--json", help="print the findings as JSON"),
+        switch(
+            "--json",
+            help='print the findings as JSON: {"schema": 1, "files": {SCRIPT: [finding, …]}}',
+        ),
         value(
             "--submit-dir",
             metavar="DIR",
@@ -72,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         for name, text in texts.items()
     }
     if args.json:
-        payload = {
+        files = {
             name: [
                 {
                     "line": f.line,
@@ -85,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
             ]
             for name, findings in results.items()
         }
-        print(json.dumps(payload, indent=2))
+        print_json({"files": files})
     else:
         for name, findings in results.items():
             if not texts[name].strip():

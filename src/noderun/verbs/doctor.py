@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun import atomic
+from noderun.cli_output import print_json
 from noderun.errors import UsageError
 from noderun.plan.launch import TORCHRUN_DEFAULT_PORT
 from noderun.verbs.options import (
@@ -31,20 +32,26 @@ OPTIONS = OptionTable(
     (
         switch("--json", help="print the report as JSON"),
         switch("--submit", help="submit itself with sbatch"),
-        value("--nodes", type=positive_int, default=2, help="nodes for --submit"),
+        value(
+            "--nnodes",
+            "--nodes",
+            type=positive_int,
+            help="how many nodes: with --submit, the job's (default 2); with --node-rank "
+            "(nodes started by hand), how many were started; --nodes is the same option",
+        ),
         value("--nproc-per-node", type=positive_int, help="ranks per node (2 here, 1 in SLURM)"),
         value("--partition", help="partition for --submit"),
         value("--hosts", metavar="HOST,HOST…", help="probe these hosts over ssh (no SLURM)"),
         value("--ssh-config", help="ssh client configuration file for --hosts (ssh -F)"),
         # flags only: a stray NODERUN_NODE_RANK (old launcher) must not make a doctor hand-started
-        value("--nnodes", type=positive_int, env=False, help="nodes started by hand: how many"),
         value("--node-rank", type=int, env=False, help="nodes started by hand: this node, 0..N-1"),
         value("--master-addr", env=False, help="nodes started by hand: node 0's address"),
         value(
             "--master-port",
             type=port_number,
             env=False,
-            help="nodes started by hand: node 0's port (default 29500; the next one is used too)",
+            help="nodes started by hand: node 0's port (default 29500; the next one is used too); "
+            "elsewhere the port is the one `noderun run` would pick",
         ),
         value("--script", help="training script: its hash must match on every node"),
         repeated(
@@ -85,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
         os.path.abspath(args.script) if args.script else None,
         tuple(os.path.abspath(p) for p in args.check_path),
     )
+    _refuse_other_modes(args, bool(hosts), inside)
     if args.node_rank is not None or args.master_addr:
         nnodes = _hand_started(args)
         port = args.master_port or TORCHRUN_DEFAULT_PORT
@@ -96,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
             hosts, run_dir, args.nproc_per_node or 1, args.ssh_config, checklist
         )
     elif args.submit:
-        result = runner.submit(args.nodes, nproc, run_dir, args.partition, checklist)
+        result = runner.submit(args.nnodes or 2, nproc, run_dir, args.partition, checklist)
     elif inside:
         result = runner.run_in_allocation(run_dir, nproc, os.environ, checklist)
     else:
@@ -106,10 +114,63 @@ def main(args: argparse.Namespace) -> int:
     if args.result_file:
         atomic.write_text(args.result_file, json.dumps(result.to_dict(), indent=2), durable=False)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print_json(result.to_dict())
     else:
         print_report(result)
     return 0 if result.healthy else 1
+
+
+# the options each way of running doctor reads; any other given as a flag is refused
+_MODE_OPTIONS = {
+    "by hand": ("nnodes", "node_rank", "master_addr", "master_port"),
+    "--hosts": ("hosts", "ssh_config", "nproc_per_node"),
+    "--submit": ("submit", "nnodes", "nproc_per_node", "partition"),
+    "SLURM allocation": ("nproc_per_node",),
+    "local": ("nproc_per_node",),
+}
+_HINTS = {
+    "nnodes": "use --submit --nnodes N, or --nnodes N --node-rank R --master-addr NODE0 on "
+    "every machine started by hand",
+    "node_rank": "drop it, or run doctor by hand on every machine without --submit/--hosts",
+    "master_addr": "drop it, or run doctor by hand on every machine without --submit/--hosts",
+    "master_port": "drop it: the port is the one `noderun run` would pick (from the job id in "
+    "SLURM, a free one here); it is only chosen for nodes started by hand",
+    "hosts": "give --hosts alone, or drop it",
+    "ssh_config": "add --hosts HOST,HOST, or drop it",
+    "partition": "add --submit, or drop it",
+    "submit": "drop --submit inside an allocation, or --hosts / --node-rank",
+}
+_SHARED = ("json", "script", "check_path", "run_dir", "result_file")
+
+
+def _refuse_other_modes(args: argparse.Namespace, hosts: bool, inside: bool) -> None:
+    """How this doctor runs; an option given for another way is refused in one line."""
+    by_hand = args.node_rank is not None or bool(args.master_addr)
+    mode = (
+        "by hand" if by_hand
+        else "--hosts" if hosts
+        else "--submit" if args.submit
+        else "SLURM allocation" if inside
+        else "local"
+    )  # fmt: skip
+    reads = (*_MODE_OPTIONS[mode], *_SHARED)
+    for option in OPTIONS.options:
+        name = option.name
+        if name in args.given_options and name not in reads:
+            raise UsageError(
+                f"{option.flags[0]} does not apply to doctor {_describe(mode)}",
+                _HINTS.get(name, "drop it"),
+            )
+
+
+def _describe(mode: str) -> str:
+    return {
+        "by hand": "on nodes started by hand (--node-rank)",
+        "--hosts": "over ssh (--hosts)",
+        "--submit": "as a submitted job (--submit)",
+        "SLURM allocation": "inside a SLURM allocation",
+        "local": "on this machine",
+    }[mode]
 
 
 def _hand_started(args: argparse.Namespace) -> int:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING
 
+from noderun.cli_output import print_json
 from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     hangs = [f for t in args.targets if (f := running_job_hangs(t, args.quiet_for))]
     verdict = Verdict(hangs, [], [], finished=False) if hangs else examine(args.targets)
     if args.json:
-        print(json.dumps(verdict.to_dict(), indent=2))
+        print_json(verdict.to_dict())
     else:
         print_verdict(verdict)
     return 1 if verdict.failed else 0

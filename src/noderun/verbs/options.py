@@ -1,10 +1,12 @@
 """Each verb's options as one table: flags, type, default, help and whether NODERUN_* sets them.
 
 A verb's parser is built from its table (``add_verb``); after argparse has chosen the verb, only
-that verb's table is resolved (``resolve_options``): flag > ``NODERUN_<NAME>`` > ``name = …``
-in the ``[verb]`` table of the config file > default. So a bad variable or config entry breaks
-only the verbs that read it, and ``--help`` never reads any. The config file is
-``$NODERUN_CONFIG`` or ``./noderun.toml``::
+that verb's table is resolved (``resolve_options``): flag > ``NODERUN_<NAME>`` > torchrun's
+``PET_<NAME>`` (for torchrun's options, read as torchrun reads it) > ``name = …`` in the
+``[verb]`` table of the config file > default. So a bad variable or config entry breaks only the
+verbs that read it, and ``--help`` never reads any. Every ``--long-option`` is also accepted as
+``--long_option`` (torchrun's habit). The config file is ``$NODERUN_CONFIG`` or
+``./noderun.toml``::
 
     [run]
     nnodes = 2
@@ -29,6 +31,7 @@ from noderun.plan.stall import DEFAULT_STALL_TIMEOUT, OnStall, StallPolicy
 CONFIG_ENV = "NODERUN_CONFIG"
 DEFAULT_CONFIG = "noderun.toml"
 ENV_PREFIX = "NODERUN_"
+PET_PREFIX = "PET_"  # torchrun's env fallback: PET_<DEST> for each of its options
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -46,6 +49,8 @@ class Option:
     nargs: str | None = None
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
+    pet: str | None = None  # torchrun's dest whose PET_<DEST> sets this option, as torchrun's
+    refusal: tuple[str, str] | None = None  # (problem, hint): accepted by the parser, refused
 
     @property
     def name(self) -> str:
@@ -58,8 +63,25 @@ class Option:
         return ENV_PREFIX + self.name.upper()
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The name, then those of its other long spellings (``--nnodes``/``--nodes``): each is
+        also a config key and a NODERUN_* variable of the same option."""
+        longs = [f[2:].replace("-", "_") for f in self.flags if f.startswith("--")]
+        return tuple(dict.fromkeys([self.name, *longs]))
+
+    @property
+    def pet_env(self) -> str | None:
+        return PET_PREFIX + self.pet.upper() if self.pet else None
+
+    @property
     def positional(self) -> bool:
         return not self.flags[0].startswith("-")
+
+    def spellings(self) -> tuple[str, ...]:
+        """The flags, each ``--long-flag`` also as ``--long_flag`` (as torchrun's)."""
+        longs = [f for f in self.flags if f.startswith("--") and "-" in f[2:]]
+        extra = ["--" + f[2:].replace("-", "_") for f in longs]
+        return tuple(dict.fromkeys([*self.flags, *extra]))
 
     def convert(self, text: str) -> Any:
         """Text (a flag, a variable, a config value) -> value; ArgumentTypeError saying why not."""
@@ -79,11 +101,24 @@ class Option:
                 self.flags[0], help=self.help, nargs=self.nargs, metavar=self.metavar
             )
             return
+        if self.refusal is not None:
+            parser.add_argument(
+                *self.spellings(),
+                dest=self.name,
+                default=argparse.SUPPRESS,
+                help=argparse.SUPPRESS,
+                action=_Refused,
+                nargs=0 if self.action == "store_true" else None,
+                refusal=self.refusal,
+            )
+            return
         help = self.help
         if help != argparse.SUPPRESS:
             shown = getattr(self.default, "value", self.default)
             help += f" (default: {shown})" if shown not in (None, False, ()) else ""
-            help += f" [{self.env}]" if self.settable else ""
+            sources = [self.env] if self.settable else []
+            sources += [self.pet_env] if self.pet_env else []
+            help += f" [{', '.join(sources)}]" if sources else ""
         # SUPPRESS: an option not on the command line stays absent until resolve() fills it
         kwargs: dict[str, Any] = {"dest": self.name, "default": argparse.SUPPRESS, "help": help}
         if self.action == "store_true":
@@ -92,7 +127,41 @@ class Option:
             kwargs.update(type=self.convert, metavar=self.metavar, action=self.action)
             if self.choices is not None:
                 kwargs["metavar"] = self.metavar or "{" + ",".join(self.choices) + "}"
-        parser.add_argument(*self.flags, **kwargs)
+        parser.add_argument(*self.spellings(), **kwargs)
+
+
+class _Refused(argparse.Action):
+    """A flag noderun knows but cannot honour here: one line saying why and what to use."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self.refusal: tuple[str, str] = kwargs.pop("refusal")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        problem, hint = self.refusal
+        raise UsageError(f"{option_string} {problem}", hint)
+
+
+def refused(*flags: str, problem: str, hint: str, takes_value: bool = True) -> Option:
+    """A flag (torchrun's, or another verb's) refused in one line, never "unrecognized"."""
+    return Option(
+        flags,
+        argparse.SUPPRESS,
+        action=None if takes_value else "store_true",
+        refusal=(problem, hint),
+    )
+
+
+def from_torchrun(option: Option, dest: str | None = None) -> Option:
+    """``option`` also set by torchrun's ``PET_<DEST>`` (``dest``: torchrun's name, default
+    the option's own), below NODERUN_<NAME>."""
+    return dataclasses.replace(option, pet=dest or option.name)
 
 
 def value(
@@ -162,14 +231,17 @@ class OptionTable:
     def settable(self) -> dict[str, Option]:
         return {o.name: o for o in self.options if o.settable}
 
+    def find(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         for option in self.options:
             option.add_to(parser)
 
     def check_keys(self, section: Mapping[str, Any], where: str) -> None:
         """Refuse config keys that are not settable options, listing the valid ones."""
-        valid = self.settable()
-        unknown = sorted(set(section) - set(valid))
+        valid = {name for o in self.settable().values() for name in o.names}
+        unknown = sorted(set(section) - valid)
         if unknown:
             raise UsageError(
                 f"unknown option(s) {', '.join(unknown)} in {where}",
@@ -186,10 +258,17 @@ class OptionTable:
         """Fill every option absent from ``args``: variable, then ``section``, then default.
         A bad variable or entry is a UsageError naming it and the fix."""
         self.check_keys(section, where)
+        # the options given as flags: an option that does not apply is refused only then
+        args.given_options = frozenset(
+            o.name for o in self.options if not o.positional and hasattr(args, o.name)
+        )
         for option in self.options:
-            if option.positional or hasattr(args, option.name):
+            if option.refusal is not None and option.pet_env and environ.get(option.pet_env):
+                problem, hint = option.refusal  # torchrun would read it: never ignored
+                raise UsageError(f"{option.pet_env} (torchrun's {option.flags[0]}) {problem}", hint)
+            if option.positional or option.refusal is not None or hasattr(args, option.name):
                 continue
-            found = _from_outside(option, environ, section, where) if option.settable else None
+            found = _from_outside(option, environ, section, where)
             default = list(option.default) if option.action == "append" else option.default
             setattr(args, option.name, default if found is None else found)
 
@@ -197,11 +276,18 @@ class OptionTable:
 def _from_outside(
     option: Option, environ: Mapping[str, str], section: Mapping[str, Any], where: str
 ) -> Any:
-    """The value from NODERUN_<NAME>, else from the config section; None when neither sets it."""
-    raw: Any = environ.get(option.env)
+    """The value from NODERUN_<NAME>, else torchrun's PET_<DEST>, else the config section; None
+    when none sets it."""
+    raw: Any = None
     source = option.env
-    if raw in (None, ""):
-        raw, source = section.get(option.name), f"{option.name} in {where}"
+    for name in option.names if option.settable else ():
+        if raw in (None, ""):
+            raw, source = environ.get(ENV_PREFIX + name.upper()), ENV_PREFIX + name.upper()
+    if raw in (None, "") and option.pet_env:
+        raw, source = environ.get(option.pet_env), option.pet_env
+    for name in option.names if option.settable else ():
+        if raw in (None, ""):
+            raw, source = section.get(name), f"{name} in {where}"
     if raw is None or raw == "":
         return None
     if isinstance(raw, bool) and option.action == "store_true":
@@ -270,10 +356,46 @@ def add_verb(
     description: str,
 ) -> argparse.ArgumentParser:
     """The verb's parser, built from its table; parsing it selects ``handler`` and the table."""
-    parser: argparse.ArgumentParser = sub.add_parser(table.verb, help=help, description=description)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        table.verb, help=help, description=description, formatter_class=HelpFormatter
+    )
     table.add_to(parser)
     parser.set_defaults(handler=handler, option_table=table)
     return parser
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` lists ``--run-dir``, not its ``--run_dir`` twin (accepted all the same), and
+    each verb beside its help (argparse measures the verbs without their own indent)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        subactions = getattr(action, "_get_subactions", None)
+        if action.help is not argparse.SUPPRESS and subactions is not None:
+            widths = [len(self._format_action_invocation(s)) for s in subactions()]
+            indent = self._current_indent + self._indent_increment
+            self._action_max_length = max(self._action_max_length, max(widths, default=0) + indent)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        strings = action.option_strings
+        shown = [s for s in strings if "_" not in s or s.replace("_", "-") not in strings]
+        if shown == list(strings):
+            return super()._format_action_invocation(action)
+        copy = argparse.Action(shown, action.dest, nargs=action.nargs, metavar=action.metavar)
+        return super()._format_action_invocation(copy)
+
+
+def refuse_unless_applies(
+    args: argparse.Namespace, names: Sequence[str], problem: str, hint: str
+) -> None:
+    """Refuse the first of ``names`` given as a flag (not by a variable or the config file:
+    those are shared by every mode) with ``--flag PROBLEM; hint: HINT``."""
+    table: OptionTable = args.option_table
+    given: frozenset[str] = getattr(args, "given_options", frozenset())
+    for name in names:
+        option = table.find(name)
+        if name in given and option is not None:
+            raise UsageError(f"{option.flags[0]} {problem}", hint)
 
 
 def _whole_number(text: str, minimum: int, bound: str) -> int:

@@ -17,12 +17,14 @@ from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
-from noderun.verbs import run_slurm, run_ssh
+from noderun.verbs import run_modes, run_slurm, run_ssh
+from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
     add_verb,
+    from_torchrun,
     port_number,
     stall_policy,
     switch,
@@ -45,44 +47,49 @@ from noderun.verbs.torchrun_flags import (
     run_dir_for,
 )
 
-NPROC_OPTION = value(
-    "--nproc-per-node",
-    "--nproc_per_node",
-    type=nproc_spec,
-    default=1,
-    help="processes per node: a number, or gpu (visible GPUs), cpu (usable CPUs), auto (GPUs if "
-    "any, else CPUs), as torchrun",
+NPROC_OPTION = from_torchrun(
+    value(
+        "--nproc-per-node",
+        type=nproc_spec,
+        default=1,
+        help="processes per node: a number, or gpu (visible GPUs), cpu (usable CPUs), auto (GPUs "
+        "if any, else CPUs), as torchrun",
+    )
 )
 OPTIONS = OptionTable(
     "run",
     (
-        value("--nnodes", type=nnodes_spec, help="nodes (default 1; inside SLURM: all allocated)"),
+        from_torchrun(
+            value(
+                "--nnodes",
+                "--nodes",
+                type=nnodes_spec,
+                help="nodes (default 1; inside SLURM: all allocated); --nodes is the same option",
+            )
+        ),
         NPROC_OPTION,
         value("--run-dir", type=Path, help="run directory (default runs/<name>-…)"),
-        value(
-            "--master-port",
-            "--master_port",
-            type=port_number,
-            help="rendezvous port (default: free)",
+        from_torchrun(
+            value("--master-port", type=port_number, help="rendezvous port (default: free)")
         ),
         *STALL_OPTIONS,
         PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         *run_ssh.OPTIONS,
-        value(
-            "--node-rank",
-            "--node_rank",
-            type=int,
-            help="this machine's node of a job started by hand on every machine (with "
-            "--nnodes and --master-addr, as torchrun)",
+        from_torchrun(
+            value(
+                "--node-rank",
+                type=int,
+                help="this machine's node of a job started by hand on every machine (with "
+                "--nnodes and --master-addr, as torchrun)",
+            )
         ),
-        value(
-            "--master-addr",
-            "--master_addr",
-            help="node 0's address, for nodes started by hand (--node-rank)",
+        from_torchrun(
+            value("--master-addr", help="node 0's address, for nodes started by hand (--node-rank)")
         ),
         *TORCHRUN_OPTIONS,
         switch("--dry-run", help="print the plan, start nothing"),
+        JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
 )
@@ -123,6 +130,7 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
         run_id=flags.run_id,
         max_restarts=flags.max_restarts,
         attempt=attempt,
+        agent_flags=flags.agent_flags,
     )
     if args.node_rank is not None or args.master_addr:  # this machine's node only
         master_addr, master_port = hand_started_master(flags, args.master_addr, args.master_port)
@@ -167,6 +175,7 @@ def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
 
 def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
+    run_modes.refuse_other_ways(args, os.environ)  # an option for another way: refused
     os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     over_ssh = run_ssh.wanted(args)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun

@@ -116,6 +116,7 @@ def build_step(
         join_timeout=flags.join_timeout or args.join_timeout,
         max_restarts=flags.max_restarts,
         attempt=attempt,
+        agent_flags=flags.agent_flags,
     )
     request.check()  # the nodes and CPUs asked for exist, before the GPUs are counted
     node0 = allocated[0] if allocated else "localhost"
@@ -178,6 +179,7 @@ def _single_node(
         script_args=step.script_args,
         run_id=step.run_id or environ["SLURM_JOB_ID"],
         entry=step.entry,
+        agent_flags=step.agent_flags,
     )
     plan = plan_local(gang, dict(step.env))
     return LocalSupervisor(plan, stall=stall, show=flags.shown).run().outcome(step.run_dir)

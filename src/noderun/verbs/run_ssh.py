@@ -83,6 +83,7 @@ def build_plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0)
         env=tuple({**forwarded_env(os.environ), **dict(args.env)}.items()),
         hidden_env=tuple(key for key, _ in args.env),
         ssh_config=args.ssh_config,
+        agent_flags=flags.agent_flags,
     )
     request.check()  # before any host is asked
     program = check_program(args.script, flags.entry)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,8 +28,8 @@ from noderun.verbs.options import (
 OPTIONS = OptionTable(
     "scale",
     (
-        value("--nodes", type=lambda t: int_list(t, "--nodes"), default=(1, 2),
-              metavar="N,N…", help="node counts to sweep"),
+        value("--nodes", "--nnodes", type=lambda t: int_list(t, "--nodes"), default=(1, 2),
+              metavar="N,N…", help="node counts to sweep; --nnodes is the same option"),
         value("--nproc-per-node", type=lambda t: int_list(t, "--nproc-per-node"), default=(1,),
               metavar="P,P…", help="processes per node to sweep"),
         value("--scaling", choices=("strong", "weak"), default="strong",
@@ -40,6 +41,8 @@ OPTIONS = OptionTable(
         value("--partition", help="with --submit: the partition"),
         value("--point-timeout", type=positive_int, default=1800, metavar="SECONDS",
               help="give up on a point after this long"),
+        switch("--json", help="print one JSON object at the end on stdout (schema, sweep "
+               "directory, one row per point); the progress and the table go to stderr"),
         *SCRIPT_ARGUMENTS,
     ),
 )  # fmt: skip
@@ -100,10 +103,25 @@ def main(args: argparse.Namespace) -> int:
     if not plotted:
         written += " (no plot: pip install matplotlib, or no point succeeded)"
     print(f"noderun: sweep of {len(points)} point(s) in {out}: {written}")
+    args.json_result = {  # printed by --json
+        "verb": "scale",
+        "out": str(out.resolve()),
+        "scaling": args.scaling,
+        "files": ["scaling.csv", "scaling.md", *(["scaling.png"] if plotted else [])],
+        "points": [_row_dict(row) for row in rows],
+    }
     failed = [r.point.name for r in results if not r.ok]
     if failed:
         print(f"noderun: {len(failed)} point(s) failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    """A scaling row for --json: the point's shape, then the row's measurements."""
+    fields = {k: v for k, v in dataclasses.asdict(row).items() if k != "point"}
+    point = row.point
+    return {"name": point.name, "nodes": point.nodes, "nproc_per_node": point.nproc_per_node,
+            "ranks": point.ranks, **fields}  # fmt: skip
 
 
 def _default_out(script: Path) -> Path:

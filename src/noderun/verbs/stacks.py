@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from noderun import rundir
+from noderun.cli_output import print_json
 from noderun.errors import NoderunError, UsageError
 from noderun.stacks import Kind, Snapshot, render
-from noderun.verbs.options import OptionTable, add_verb, positional, switch
+from noderun.verbs.options import (
+    OptionTable,
+    add_verb,
+    positional,
+    refuse_unless_applies,
+    switch,
+)
 
 _JOB_ID = re.compile(r"^\d+$")
 
@@ -56,6 +62,9 @@ def take(target: str) -> tuple[Snapshot, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.json:  # the JSON has every rank's whole stack already
+        refuse_unless_applies(args, ("full",), "is for the text report: --json has every "
+                              "rank's whole stack", "drop --full")  # fmt: skip
     snapshot, what = take(args.target)
     if not snapshot.stacks:
         raise NoderunError(
@@ -67,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
     for note in snapshot.notes:
         print(f"noderun: {note}", file=sys.stderr)
     if args.json:
-        print(json.dumps(snapshot.to_dict(), indent=2))
+        print_json(snapshot.to_dict())
         return 0
     sources = sorted({s.source for s in snapshot.stacks if s.source}) or ["none"]
     print(f"stacks of {len(snapshot.stacks)} rank(s) of {what} ({', '.join(sources)}):")

@@ -15,14 +15,17 @@ from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
 from noderun.topology.contract import job_token
+from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
     add_verb,
     env_pair,
+    from_torchrun,
     port_number,
     positive_int,
+    refuse_unless_applies,
     repeated,
     stall_policy,
     switch,
@@ -30,11 +33,10 @@ from noderun.verbs.options import (
 )
 from noderun.verbs.profiling import PROFILE_OPTION, profile_env, report_profile
 from noderun.verbs.torchrun_flags import (
-    CONSOLE_OPTIONS,
-    ENTRY_OPTIONS,
-    RESTART_OPTIONS,
+    SUBMIT_TORCHRUN_OPTIONS,
     TorchrunFlags,
     check_program,
+    nnodes_spec,
     nproc_spec,
     read_flags,
     run_dir_for,
@@ -46,13 +48,23 @@ SCRIPT_NAME = "job.sbatch"
 OPTIONS = OptionTable(
     "submit",
     (
-        value("--nodes", type=positive_int, default=1, help="nodes"),
-        value(
-            "--nproc-per-node",
-            "--nproc_per_node",
-            type=nproc_spec,
-            default=1,
-            help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+        from_torchrun(
+            value(
+                "--nodes",
+                "--nnodes",
+                type=nnodes_spec,
+                default=1,
+                help="nodes (N, or torchrun's N:N); --nnodes is the same option",
+            ),
+            "nnodes",
+        ),
+        from_torchrun(
+            value(
+                "--nproc-per-node",
+                type=nproc_spec,
+                default=1,
+                help="ranks per node: a number, or gpu/auto (= --gpus-per-node)",
+            )
         ),
         value("--mode", type=LaunchMode, default=LaunchMode.TORCHRUN, help="who starts the ranks"),
         value("--partition", help="partition (default: the cluster's default)"),
@@ -82,7 +94,9 @@ OPTIONS = OptionTable(
         ),
         value("--signal", help="signal before the time limit, e.g. USR1@90"),
         value("--run-dir", type=Path, help="run directory on the shared filesystem"),
-        value("--master-port", type=port_number, help="rendezvous port (default: from job id)"),
+        from_torchrun(
+            value("--master-port", type=port_number, help="rendezvous port (default: from job id)")
+        ),
         value(
             "--join-timeout",
             type=float,
@@ -90,12 +104,11 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
-        *ENTRY_OPTIONS,
-        *RESTART_OPTIONS,
-        *CONSOLE_OPTIONS,
+        *SUBMIT_TORCHRUN_OPTIONS,
         PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
         switch("--wait", help="follow the job; exit with its code"),
+        JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
 )
@@ -221,8 +234,12 @@ def job_alive(job_id: str) -> bool:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        refuse_unless_applies(args, ("wait",), "with --dry-run: no job is submitted to follow",
+                              "drop one of them")  # fmt: skip
     plan = build_request(args).materialize()
     request = plan.request
+    args.run_dir = request.run_dir  # --json reports it
     checks = (lambda: check_cluster(request)) if shutil.which("sinfo") else None
     if args.dry_run:
         if shutil.which("sbatch"):
@@ -244,6 +261,7 @@ def main(args: argparse.Namespace) -> int:
         if created:  # nothing half-written: the run directory goes with the refused job
             shutil.rmtree(request.run_dir, ignore_errors=True)
         raise
+    args.job_id = job_id  # --json reports it
     timeline.stamp(request.run_dir, "submit_started", "submit", at=timeline.process_start())
     timeline.stamp(request.run_dir, "submitted", "submit")
     print(f"noderun: submitted job {job_id}; run dir {request.run_dir}", flush=True)

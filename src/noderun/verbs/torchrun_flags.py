@@ -27,7 +27,16 @@ from noderun.plan.launch import Entry
 from noderun.plan.run import NPROC_WORDS as NPROC_WORDS  # re-exported: verbs name them
 from noderun.plan.run import resolve_nproc as resolve_nproc
 from noderun.topology.contract import RankContract
-from noderun.verbs.options import non_negative_int, port_number, positive_int, switch, value
+from noderun.verbs.options import (
+    Option,
+    from_torchrun,
+    non_negative_int,
+    port_number,
+    positive_int,
+    refused,
+    switch,
+    value,
+)
 
 RDZV_BACKENDS = ("static", "c10d")  # both give the same fixed gang; etcd is not run
 # --rdzv-conf keys noderun can honour; the rest tune elastic membership noderun does not have
@@ -105,55 +114,51 @@ def ranks_filter(text: str) -> frozenset[int]:
     return ranks
 
 
+def positive_seconds(text: str) -> float:
+    """``--monitor-interval``: seconds > 0."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0 seconds")
+    return number
+
+
+def _pet(*options: Option) -> tuple[Option, ...]:
+    """torchrun's options, each also set by torchrun's PET_<DEST> (below NODERUN_<NAME>)."""
+    return tuple(from_torchrun(option) for option in options)
+
+
 # flags of torchrun that noderun takes; `noderun run` and `noderun submit` list them
-ENTRY_OPTIONS = (
+ENTRY_OPTIONS = _pet(
     switch("-m", "--module", help="SCRIPT is a module, run as `python -m SCRIPT` (torchrun -m)"),
     switch(
         "--no-python",
-        "--no_python",
         help="SCRIPT is an executable, run without python in front (torchrun --no-python)",
     ),
+    switch(
+        "--run-path",
+        help="accepted (torchrun --run-path): every rank already runs SCRIPT with runpy in its "
+        "own Python, through noderun's rank entry",
+    ),
 )
-RESTART_OPTIONS = (
+RESTART_OPTIONS = _pet(
     value(
         "--max-restarts",
-        "--max_restarts",
         type=non_negative_int,
         default=0,
         help="restart the whole gang up to N times after a failure (not after exit 2, nor after "
         "the same failure twice); the script resumes if given --resume auto",
     ),
 )
-CONSOLE_OPTIONS = (
+CONSOLE_OPTIONS = _pet(
     value(
         "--local-ranks-filter",
-        "--local_ranks_filter",
         type=ranks_filter,
         env=False,
         metavar="R[,R…]",
         help="show only these local ranks on the console (every rank's log is still written)",
-    ),
-)
-TORCHRUN_OPTIONS = (
-    *ENTRY_OPTIONS,
-    switch("--standalone", help="one node, rendezvous on a free local port (torchrun)"),
-    *RESTART_OPTIONS,
-    *CONSOLE_OPTIONS,
-    value(
-        "--log-dir",
-        "--log_dir",
-        type=Path,
-        env=False,
-        help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
-        "(use --run-dir to name it exactly)",
-    ),
-    value(
-        "-t",
-        "--tee",
-        type=std_spec,
-        env=False,
-        metavar="STD",
-        help="accepted: noderun always tees stdout+stderr of every rank to <run dir>/logs",
     ),
     value(
         "-r",
@@ -163,11 +168,154 @@ TORCHRUN_OPTIONS = (
         metavar="STD",
         help="3 (or LR:3,…): keep those local ranks off the console, logs only",
     ),
-    value("--rdzv-backend", "--rdzv_backend", env=False, help=argparse.SUPPRESS),
-    value("--rdzv-endpoint", "--rdzv_endpoint", env=False, help=argparse.SUPPRESS),
-    value("--rdzv-id", "--rdzv_id", env=False, help="run id the ranks see (TORCHELASTIC_RUN_ID)"),
-    value("--rdzv-conf", "--rdzv_conf", env=False, help=argparse.SUPPRESS),
+    value(
+        "-t",
+        "--tee",
+        type=std_spec,
+        env=False,
+        metavar="STD",
+        help="accepted: noderun always tees stdout+stderr of every rank to <run dir>/logs",
+    ),
 )
+NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")  # torch/numa/binding.py's modes
+START_METHODS = ("spawn", "fork", "forkserver")
+# torchrun's agent options noderun does not act on itself: given to every torchrun agent it
+# starts (locally, over SSH, in SLURM's torchrun mode), as torchrun takes them; refused in srun
+# mode, where no agent runs. Only these two are not read from PET_* (torchrun does not either).
+_NOT_FROM_PET = ("logs_specs", "numa_binding")
+AGENT_OPTIONS = tuple(
+    o if o.name in _NOT_FROM_PET else from_torchrun(o)
+    for o in (
+        value("--monitor-interval", type=positive_seconds, env=False, metavar="SECONDS",
+              help="torchrun agent: seconds between looks at its workers (torchrun's 0.1)"),
+        value("--start-method", choices=START_METHODS, env=False,
+              help="torchrun agent: how it starts workers (torchrun's spawn)"),
+        value("--role", env=False, help="torchrun agent: the workers' ROLE_NAME (default)"),
+        value("--local-addr", env=False, metavar="ADDR",
+              help="torchrun agent: this node's address for the rendezvous (torchrun's FQDN)"),
+        value("--logs-specs", env=False, metavar="NAME",
+              help="torchrun agent: a `torchrun.logs_specs` entry point for its log files "
+              "(noderun's rank logs come from the console and stay)"),
+        value("--numa-binding", choices=NUMA_BINDINGS, env=False,
+              help="torchrun agent: bind each worker to the CPUs near its GPU, as torchrun"),
+        value("--signals-to-handle", env=False, metavar="SIG,SIG…",
+              help="torchrun agent: signals it forwards to workers "
+              "(torchrun's SIGTERM,SIGINT,SIGHUP,SIGQUIT)"),
+        value("--shutdown-timeout", type=non_negative_int, env=False, metavar="SECONDS",
+              help="torchrun agent: grace before SIGKILL of workers (torchrun's 30)"),
+        switch("--virtual-local-rank",
+               help="torchrun agent: LOCAL_RANK 0 in every worker, CUDA_VISIBLE_DEVICES its GPU"),
+        value("--event-log-handler", env=False, metavar="NAME",
+              help="torchrun agent: a registered event logging handler (torchrun's null)"),
+        value("--duplicate-stdout-filters", env=False, metavar="F,F…",
+              help="torchrun agent: copy stdout lines matching any filter to a file"),
+        value("--duplicate-stderr-filters", env=False, metavar="F,F…",
+              help="torchrun agent: copy stderr lines matching any filter to a file"),
+    )
+)  # fmt: skip
+AGENT_NAMES = tuple(option.name for option in AGENT_OPTIONS)
+# torchrun's options noderun cannot honour, refused in one line (PET_<DEST> too): those of
+# releases after the oldest one noderun supports may be absent from the installed torch
+REFUSED_OPTIONS = (
+    from_torchrun(
+        refused(
+            "--log-line-prefix-template",
+            problem="is not used: noderun prefixes every console line with node:rank itself, "
+            "and reads torchrun's own prefix to tell the ranks' lines apart",
+            hint="drop it (each rank's lines are also in <run dir>/logs/rank<N>.log)",
+        )
+    ),
+    refused(
+        "--print-completion",
+        problem="would print torchrun's completion, not noderun's",
+        hint="use `noderun completion bash` (or zsh)",
+    ),
+)
+TORCHRUN_OPTIONS = (
+    *ENTRY_OPTIONS,
+    *RESTART_OPTIONS,
+    *CONSOLE_OPTIONS,
+    *_pet(
+        switch("--standalone", help="one node, rendezvous on a free local port (torchrun)"),
+        value(
+            "--log-dir",
+            type=Path,
+            env=False,
+            help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
+            "(use --run-dir to name it exactly)",
+        ),
+        value("--rdzv-backend", env=False, help=argparse.SUPPRESS),
+        value("--rdzv-endpoint", env=False, help=argparse.SUPPRESS),
+        value("--rdzv-id", env=False, help="run id the ranks see (TORCHELASTIC_RUN_ID)"),
+        value("--rdzv-conf", env=False, help=argparse.SUPPRESS),
+    ),
+    *AGENT_OPTIONS,
+    *REFUSED_OPTIONS,
+)
+_SLURM_PICKS = "the job's first node is node 0 and SLURM numbers the nodes"
+# torchrun's flags a submitted job cannot take: SLURM places the nodes and noderun's node
+# entry runs the rendezvous on the first one
+SUBMIT_REFUSED = (
+    refused("--standalone", takes_value=False, problem="is for one node without a scheduler",
+            hint="use --nodes 1"),
+    refused("--node-rank", problem=f"is not used by a submitted job: {_SLURM_PICKS}",
+            hint="drop it"),
+    refused("--master-addr", problem=f"is not used by a submitted job: {_SLURM_PICKS}",
+            hint="drop it (--master-port still picks the port)"),
+    refused("--rdzv-backend", problem="is not used: noderun runs its own fixed-size rendezvous "
+            "on the job's first node", hint="drop it (--master-port picks its port)"),
+    refused("--rdzv-endpoint", problem=f"is not used by a submitted job: {_SLURM_PICKS}",
+            hint="drop it, or give its port as --master-port"),
+    refused("--rdzv-conf", problem="is not used by a submitted job",
+            hint="--join-timeout SECONDS bounds how long nodes may take to arrive"),
+)  # fmt: skip
+SUBMIT_TORCHRUN_OPTIONS = (
+    *ENTRY_OPTIONS,
+    *RESTART_OPTIONS,
+    *CONSOLE_OPTIONS,
+    *_pet(
+        value(
+            "--log-dir",
+            type=Path,
+            env=False,
+            help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
+            "(use --run-dir to name it exactly)",
+        ),
+        value("--rdzv-id", env=False, help="run id the ranks see (default: the job id)"),
+    ),
+    *AGENT_OPTIONS,
+    *REFUSED_OPTIONS,
+    *SUBMIT_REFUSED,
+)
+
+# How `noderun run` handles each option of torchrun's parser (torch.distributed.run's
+# get_args_parser, by dest); tests/verbs/test_torchrun_table.py walks the installed torch's
+# parser against it, so a new torchrun option fails the suite until it gets a row here.
+NODERUN = "noderun"  # noderun does what torchrun's option asks itself
+AGENT = "agent"  # passed to every torchrun agent noderun starts (refused in srun mode)
+REFUSED = "refused"  # one line: why, and what to use
+TORCHRUN_HANDLING: dict[str, str] = {
+    "nnodes": NODERUN,  # N or N:N (also --nodes); elastic MIN:MAX refused
+    "nproc_per_node": NODERUN,  # a number, gpu, cpu, auto; xpu refused
+    "rdzv_backend": NODERUN,  # static and c10d: noderun's rendezvous on node 0; others refused
+    "rdzv_endpoint": NODERUN,  # node 0's host:port; another host refused
+    "rdzv_id": NODERUN,  # TORCHELASTIC_RUN_ID
+    "rdzv_conf": NODERUN,  # join_timeout/timeout; membership keys refused
+    "standalone": NODERUN,
+    "max_restarts": NODERUN,  # noderun restarts the whole gang
+    "module": NODERUN,
+    "no_python": NODERUN,
+    "run_path": NODERUN,  # ranks already run SCRIPT with runpy
+    "log_dir": NODERUN,  # root of the run directory
+    "redirects": NODERUN,  # 0 or 3 per local rank; splitting the streams refused
+    "tee": NODERUN,  # always on
+    "local_ranks_filter": NODERUN,
+    "node_rank": NODERUN,  # nodes started by hand
+    "master_addr": NODERUN,
+    "master_port": NODERUN,
+    **{name: AGENT for name in AGENT_NAMES},
+    **{option.name: REFUSED for option in REFUSED_OPTIONS},  # torch 2.14's two new ones
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +331,7 @@ class TorchrunFlags:
     run_id: str | None = None
     endpoint: tuple[str, int] | None = None  # --rdzv-endpoint HOST:PORT
     join_timeout: float | None = None
+    agent_flags: tuple[str, ...] = ()  # AGENT_OPTIONS given, as every torchrun agent gets them
 
     def run_argv(self) -> list[str]:
         """These flags, but the entry's, as ``noderun run`` options (a submitted job's)."""
@@ -198,7 +347,7 @@ class TorchrunFlags:
             argv.append("--redirects=" + ",".join(f"{r}:3" for r in sorted(self.console_hidden)))
         if self.run_id:
             argv.append(f"--rdzv-id={self.run_id}")
-        return argv
+        return [*argv, *self.agent_flags]
 
     def shown(self, local_rank: int) -> bool:
         """Whether ``local_rank``'s lines reach the console (its log gets them regardless)."""
@@ -259,6 +408,27 @@ def _rdzv_conf(text: str) -> float | None:
     return joined
 
 
+def agent_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The AGENT_OPTIONS ``args`` sets, as torchrun's flags (``--role=trainer``); refused in
+    srun mode, where no torchrun agent runs."""
+    flags: list[str] = []
+    for option in AGENT_OPTIONS:
+        given = _get(args, option.name)
+        if given is None or given is False:
+            continue
+        flag = option.flags[0]
+        flags.append(flag if given is True else f"{flag}={given}")
+    mode = _get(args, "mode")
+    if flags and str(getattr(mode, "value", mode)) == "srun":
+        first = flags[0].partition("=")[0]
+        raise UsageError(
+            f"{first} is an option of torchrun's agent, and --mode srun starts every rank "
+            "without one",
+            f"use --mode torchrun, or drop {first}",
+        )
+    return tuple(flags)
+
+
 def read_flags(args: argparse.Namespace) -> TorchrunFlags:
     """Check torchrun's flags in ``args`` (absent ones allowed) and map them; UsageError if not."""
     module, no_python = bool(_get(args, "module")), bool(_get(args, "no_python"))
@@ -266,6 +436,11 @@ def read_flags(args: argparse.Namespace) -> TorchrunFlags:
         raise UsageError(
             "--module and --no-python together: a module needs python",
             "use -m for a module, --no-python for an executable",
+        )
+    if _get(args, "run_path") and (module or no_python):
+        raise UsageError(
+            "--run-path with -m or --no-python: --run-path runs a script file",
+            "drop --run-path (every rank already runs SCRIPT with runpy)",
         )
     backend = _get(args, "rdzv_backend")
     if backend is not None and backend not in RDZV_BACKENDS:
@@ -291,6 +466,7 @@ def read_flags(args: argparse.Namespace) -> TorchrunFlags:
         run_id=_get(args, "rdzv_id") or None,  # type: ignore[arg-type]
         endpoint=_endpoint(str(endpoint)) if endpoint else None,
         join_timeout=_rdzv_conf(str(conf)) if conf else None,
+        agent_flags=agent_flags(args),
     )
 
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from noderun.cli_output import print_json
 from noderun.verbs.options import (
     OptionTable,
     add_verb,
     positional,
     positive_int,
+    refuse_unless_applies,
     repeated,
     switch,
     value,
@@ -37,7 +38,13 @@ OPTIONS = OptionTable(
             help="also write EXECUTION_SUMMARY.md (+ losses.png) in the run directory",
         ),
         value("--world-size", type=positive_int, env=False, help="expected ranks [run.json]"),
-        value("--nnodes", type=positive_int, env=False, help="expected nodes (default: run.json)"),
+        value(
+            "--nnodes",
+            "--nodes",
+            type=positive_int,
+            env=False,
+            help="expected nodes (default: run.json); --nodes is the same option",
+        ),
         value("--backend", choices=("gloo", "nccl"), env=False, help="expected backend"),
         value("--epochs", type=positive_int, env=False, help="expected epochs completed"),
         repeated("--skip", metavar="CHECK", help="skip a check (repeatable)"),
@@ -72,6 +79,10 @@ def main(args: argparse.Namespace) -> int:
     from noderun.verify import Expectations, verify_run_dir
     from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
+    if args.json:  # the JSON report has no table: run.json holds the timeline
+        refuse_unless_applies(
+            args, ("timeline",), "prints a table, not JSON", "drop --json, or read run.json"
+        )
     required = {name for item in args.require for name in item.split(",") if name}
     for flag, names in (("--skip", set(args.skip)), ("--require", required)):
         unknown = sorted(names - set(CHECK_NAMES))
@@ -90,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
     run_dir = resolve_target(args.target)
     report = verify_run_dir(run_dir, expect)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, default=str))
+        print_json(report.to_dict())
     else:
         print_report(report)
         print_profile(run_dir)
