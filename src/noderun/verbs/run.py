@@ -17,6 +17,7 @@ from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
+from noderun.run_record import RunRecord, RunShape
 from noderun.verbs import run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
@@ -139,27 +140,26 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
     return dataclasses.replace(request, master_port=port)
 
 
-def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
+def _run_record(plan: LaunchPlan, argv: list[str]) -> RunRecord:
     remote = any(node.remote for node in plan.nodes)
-    return {
-        "command": argv,
-        "backend": "ssh" if remote else "local",
-        "script": plan.script,
-        "script_args": list(plan.script_args),
-        "entry": plan.entry.value,
-        "topology": {
-            "nnodes": plan.nnodes,
-            "nproc_per_node": plan.nproc_per_node,
-            "world_size": plan.world_size,
-            "master_addr": plan.master_addr,
-            "master_port": plan.master_port,
-        },
-        "hosts": [n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
-        "versions": run_slurm.versions(),
-        "cwd": os.getcwd(),
-        "status": "running",
-        "start_time": rundir.now_iso(),
-    }
+    return RunRecord(
+        command=argv,
+        backend="ssh" if remote else "local",
+        script=plan.script,
+        script_args=list(plan.script_args),
+        entry=plan.entry.value,
+        topology=RunShape(
+            nnodes=plan.nnodes,
+            nproc_per_node=plan.nproc_per_node,
+            world_size=plan.world_size,
+            master_addr=plan.master_addr,
+            master_port=plan.master_port,
+        ),
+        hosts=[n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
+        versions=run_slurm.versions(),
+        cwd=os.getcwd(),
+        start_time=rundir.now_iso(),
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -176,17 +176,16 @@ def main(args: argparse.Namespace) -> int:
     record = _run_record(plan, sys.argv)
     previous = rundir.reuse_or_refuse(plan.run_dir)
     if previous is not None:
-        record = rundir.next_attempt(previous, record)
-        attempt = len(previous.get("attempts") or []) + 2
+        record = previous.continued_by(record)
+        attempt = len(record.attempts) + 1
         print(
-            f"noderun: continuing the {previous.get('status')} run in {plan.run_dir} "
+            f"noderun: continuing the {previous.status} run in {plan.run_dir} "
             f"(attempt {attempt}); the script resumes if it is given --resume auto",
             flush=True,
         )
-    run_json = plan.run_dir / rundir.RUN_JSON
     rundir.take_lock(plan.run_dir)
     try:
-        return _supervise(args, flags, plan, record, run_json)
+        return _supervise(args, flags, plan, record)
     finally:
         rundir.release_lock(plan.run_dir)
         if over_ssh:
@@ -204,15 +203,14 @@ def _supervise(
     args: argparse.Namespace,
     flags: TorchrunFlags,
     plan: LaunchPlan,
-    record: dict[str, object],
-    run_json: Path,
+    record: RunRecord,
 ) -> int:
     """Run the gang; after a failure, start it again whole, up to --max-restarts times."""
     attempt, previous = 0, None
     since = timeline.process_start()
     while True:
         timeline.stamp(plan.run_dir, "launcher_started", "launcher", at=since)
-        rundir.write_json_atomic(run_json, record)
+        rundir.write_record(plan.run_dir, record)
         print(
             f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
             f"master {plan.master_addr}:{plan.master_port}, run dir {plan.run_dir}",
@@ -221,36 +219,34 @@ def _supervise(
         result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
         timeline.stamp(plan.run_dir, "teardown_done", "launcher")
         if copied := ssh.copy_back(plan, getattr(args, "ssh_config", None)):  # SSH hosts only
-            record["remote_files"] = copied
+            record.remote_files = copied
         outcome = result.outcome(plan.run_dir)
         _record_outcome(record, result, outcome)
-        record["timeline"] = timeline.gather(plan.run_dir, since)
+        record.timeline = timeline.gather(plan.run_dir, since)
         refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
         if refusal is not None:
             if flags.max_restarts and outcome.status != "completed":
-                record["restart"] = f"not restarted: {refusal}"
-            rundir.write_json_atomic(run_json, record)
+                record.restart = f"not restarted: {refusal}"
+            rundir.write_record(plan.run_dir, record)
             report_profile(plan.run_dir, args)
             _report(plan, result, outcome)
             return outcome.exit_code
         attempt, previous = attempt + 1, outcome
-        announce_restart(record, outcome, attempt, flags.max_restarts)
+        record.restart = announce_restart(outcome, attempt, flags.max_restarts)
         plan = _plan(args, flags, attempt)
         since = time.time()
         fresh = _run_record(plan, sys.argv)
-        fresh["restart_count"] = attempt
-        record = rundir.next_attempt(record, fresh)
+        fresh.restart_count = attempt
+        record = record.continued_by(fresh)
 
 
-def _record_outcome(record: dict[str, object], result: RunResult, outcome: Outcome) -> None:
-    record.update(outcome.record(rundir.now_iso()))
-    record["node_exit_codes"] = {str(k): v for k, v in result.node_exit_codes.items()}
-    if result.failure and not result.stalled:  # where and why, as the local backend knows it
-        record["failure"].update(  # type: ignore[attr-defined]
-            node_rank=result.failure.node_rank,
-            local_rank=result.failure.local_rank,
-            reason=result.failure.reason(),
-        )
+def _record_outcome(record: RunRecord, result: RunResult, outcome: Outcome) -> None:
+    record.end(outcome, rundir.now_iso())
+    record.node_exit_codes = {str(k): v for k, v in result.node_exit_codes.items()}
+    if result.failure and record.failure:  # where and why, as the local backend knows it
+        record.failure.node_rank = result.failure.node_rank
+        record.failure.local_rank = result.failure.local_rank
+        record.failure.reason = result.failure.reason()
 
 
 def _report(plan: LaunchPlan, result: RunResult, outcome: Outcome) -> None:

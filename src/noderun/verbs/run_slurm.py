@@ -27,6 +27,7 @@ from noderun.plan.launch import Gang, plan_local
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
+from noderun.run_record import FOLLOW_STOPPED, RunRecord, RunShape
 from noderun.topology import in_slurm_allocation, port_for_job, tasks_per_node
 from noderun.verbs.options import stall_policy, value
 from noderun.verbs.torchrun_flags import (
@@ -63,14 +64,12 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
 
 def _run_dir(run_dir: Path, job_id: str) -> Path:
     """``run_dir``, unless it holds another job's run (a requeued job comes back to its own)."""
-    run_json = run_dir / rundir.RUN_JSON
-    if run_json.exists():
-        previous = rundir.read_json(run_json)
-        # noderun submit wrote it before sbatch; a requeued job comes back to its own
-        if previous.get("status") != "submitted" and str(previous.get("job_id")) != job_id:
-            raise UsageError(
-                f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
-            )
+    previous = rundir.read_record(run_dir)
+    # noderun submit wrote it before sbatch; a requeued job comes back to its own
+    if previous is not None and previous.status != "submitted" and previous.job_id != job_id:
+        raise UsageError(
+            f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
+        )
     return run_dir
 
 
@@ -131,35 +130,34 @@ def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
     return environ.get("SLURMD_NODENAME", "") in step.hosts[:1]
 
 
-def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> dict[str, object]:
-    run_json = step.run_dir / rundir.RUN_JSON
-    record = rundir.read_json(run_json) if run_json.exists() else {}
-    record.update(
-        {
-            "command": sys.argv,
-            "backend": "slurm",
-            "mode": step.mode.value,
-            "job_id": environ["SLURM_JOB_ID"],
-            "restart_count": int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
-            "script": step.script,
-            "script_args": list(step.script_args),
-            "entry": step.entry.value,
-            "topology": {
-                "nnodes": step.nnodes,
-                "nproc_per_node": step.nproc_per_node,
-                "world_size": step.world_size,
-                "master_addr": step.hosts[0],
-                "master_port": step.master_port or port_for_job(environ["SLURM_JOB_ID"]),
-            },
-            "hosts": list(step.hosts),
-            "launch": "torchrun" if direct else "srun",
-            "step_command": None if direct else step.srun_argv(),
-            "cwd": os.getcwd(),
-            "status": "running",
-            "start_time": rundir.now_iso(),
-        }
+def _record(step: StepPlan, environ: Mapping[str, str], direct: bool) -> RunRecord:
+    """This attempt's record, on top of what `noderun submit` (or a requeued job's earlier
+    start) recorded there."""
+    record = rundir.read_record(step.run_dir) or RunRecord(backend="slurm")
+    return dataclasses.replace(
+        record,
+        command=sys.argv,
+        backend="slurm",
+        mode=step.mode.value,
+        job_id=environ["SLURM_JOB_ID"],
+        restart_count=int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        script=step.script,
+        script_args=list(step.script_args),
+        entry=step.entry.value,
+        topology=RunShape(
+            nnodes=step.nnodes,
+            nproc_per_node=step.nproc_per_node,
+            world_size=step.world_size,
+            master_addr=step.hosts[0],
+            master_port=step.master_port or port_for_job(environ["SLURM_JOB_ID"]),
+        ),
+        hosts=list(step.hosts),
+        launch="torchrun" if direct else "srun",
+        step_command=None if direct else step.srun_argv(),
+        cwd=os.getcwd(),
+        status="running",
+        start_time=rundir.now_iso(),
     )
-    return record
 
 
 def _single_node(
@@ -197,7 +195,6 @@ def main(
         print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
         return 0
     record = _record(step, env, direct)
-    run_json = step.run_dir / rundir.RUN_JSON
     found: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
     lookup = threading.Thread(target=lambda: found.update(versions()), daemon=True)
     lookup.start()
@@ -209,18 +206,18 @@ def main(
         if refusal is not None:
             break
         attempt, previous = attempt + 1, outcome
-        announce_restart(record, outcome, attempt, flags.max_restarts)
-        rundir.write_json_atomic(run_json, record)
+        record.restart = announce_restart(outcome, attempt, flags.max_restarts)
+        rundir.write_record(step.run_dir, record)
         step = build_step(args, env, flags, attempt)
         fresh = _record(step, env, direct)
-        fresh["restart_count"] = attempt
-        record = rundir.next_attempt(record, fresh)
+        fresh.restart_count = attempt
+        record = record.continued_by(fresh)
     if flags.max_restarts and outcome.status != "completed":
-        record["restart"] = f"not restarted: {refusal}"
+        record.restart = f"not restarted: {refusal}"
     lookup.join()
-    record["versions"] = found or versions()
-    rundir.write_json_atomic(run_json, record)
-    if not rundir.followed(step.run_dir):  # else `submit --wait` writes it once the job ended
+    record.versions = found or versions()
+    rundir.write_record(step.run_dir, record)
+    if not _followed(step.run_dir, record):  # else `submit --wait` writes it after the job
         write_sacct_summary(
             step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=not direct
         )
@@ -247,15 +244,14 @@ def _attempt(
     step: StepPlan,
     env: Mapping[str, str],
     direct: bool,
-    record: dict[str, object],
+    record: RunRecord,
     since: float | None = None,
 ) -> Outcome:
     """Start the whole gang once and wait for it; ``record`` gets its outcome and timeline
     (stages from ``since``, default now)."""
-    run_json = step.run_dir / rundir.RUN_JSON
     since = since or time.time()
     timeline.stamp(step.run_dir, "launcher_started", "launcher", at=since)
-    rundir.write_json_atomic(run_json, record)
+    rundir.write_record(step.run_dir, record)
     (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
     for rank in range(step.world_size):  # one log per rank, even for a rank that prints nothing
         (step.run_dir / "logs" / f"rank{rank}.log").touch()
@@ -271,9 +267,19 @@ def _attempt(
     else:
         supervisor = StepSupervisor(step, stall=stall, job_id=env["SLURM_JOB_ID"], show=flags.shown)
         result = supervisor.run()
-        record["srun_exit_code"] = result.srun_exit_code
+        record.srun_exit_code = result.srun_exit_code
         outcome = result.outcome(step.run_dir)
     timeline.stamp(step.run_dir, "teardown_done", "launcher")
-    record.update(outcome.record(rundir.now_iso()))
-    record["timeline"] = timeline.gather(step.run_dir, since)
+    record.end(outcome, rundir.now_iso())
+    record.timeline = timeline.gather(step.run_dir, since)
     return outcome
+
+
+def _followed(run_dir: Path, record: RunRecord) -> bool:
+    """A `submit --wait` follows this job and writes its accounting once the job ended: the
+    record names it, it has not said it stopped (a timeline stage), and it is not known dead."""
+    follower = record.follower
+    if follower is None:
+        return False
+    stages = {row["stage"] for row in timeline.gather(run_dir, since=follower.since)}
+    return FOLLOW_STOPPED not in stages and follower.alive()
