@@ -45,8 +45,7 @@ def _supervisor(tmp_path: Path, mode: LaunchMode) -> tuple[StepSupervisor, io.St
 
 
 def _close(sup: StepSupervisor) -> None:
-    for handle in sup._files.values():
-        handle.close()
+    sup.router.close()
 
 
 def test_torchrun_lines_go_to_rank_logs_with_node_rank_prefixes(tmp_path: Path) -> None:

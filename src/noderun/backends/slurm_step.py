@@ -3,8 +3,6 @@ prefixes, and the first failure named by rank and host."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import os
 import re
 import signal
@@ -13,66 +11,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO
 
 from noderun import failures, timeline
+from noderun.backends.log_router import LogRouter
+from noderun.backends.result import Failure, Result
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
-from noderun.outcome import Outcome
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
-_WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
-_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 _SRUN_EXIT = re.compile(r"Exited with exit code (\d+)")
 _NODE_ERROR = "noderun.node: error: "
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
-
-
-@dataclasses.dataclass
-class StepFailure:
-    """What went wrong first, as precisely as the output allows."""
-
-    summary: str  # one line, names rank and host when known
-    rank: int | None = None
-    log: str | None = None
-    exit_code: int | None = None  # the failing rank's own exit code, when known
-
-
-@dataclasses.dataclass
-class StepResult:
-    exit_code: int
-    srun_exit_code: int | None
-    duration: float
-    failure: StepFailure | None = None
-    interrupted_by: str | None = None
-
-    def outcome(self, run_dir: Path) -> Outcome:
-        """This result as the one outcome every backend returns."""
-        failure = self.failure
-        stalled = failure.summary if failure and self.exit_code == EXIT_STALLED else None
-        if stalled:
-            failure = None
-        return Outcome(
-            duration=self.duration,
-            failure=failure.summary if failure else None,
-            failure_exit=failure.exit_code if failure else None,
-            failure_rank=failure.rank if failure else None,
-            log=run_dir / "logs" / failure.log if failure and failure.log else None,
-            interrupted_by=self.interrupted_by,
-            interrupt_code=self.exit_code if self.interrupted_by else None,
-            stalled=stalled,
-        )
-
-
-def _signal_text(code: int) -> str:
-    with contextlib.suppress(ValueError):
-        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    return f"killed by signal {-code}"
 
 
 class StepSupervisor:
@@ -87,14 +40,8 @@ class StepSupervisor:
         show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
-        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
-        self.console = console or sys.stdout
         self.logs = plan.run_dir / "logs"
-        self._lock = threading.Lock()
-        self._files: dict[str, IO[str]] = {}
         self._node_errors: list[tuple[int, str]] = []  # (node or rank task, message)
-        self._root: dict[int, dict[str, int]] = {}  # node -> torchrun root cause
-        self._in_root: set[int] = set()
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
         self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
@@ -106,68 +53,37 @@ class StepSupervisor:
             if stall and stall.enabled and job_id
             else None
         )
+        self.router = LogRouter(
+            self.logs,
+            console or sys.stdout,
+            plan.nproc_per_node,
+            show,
+            on_rank_output=self.stall.saw_output if self.stall else None,
+        )
 
     def _stop_step(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
-
-    def _file(self, name: str) -> IO[str]:
-        if name not in self._files:
-            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
-        return self._files[name]
-
-    def _write(self, console_line: str | None, log: str, text: str) -> None:
-        with self._lock:
-            if console_line is not None:
-                self.console.write(console_line + "\n")
-                self.console.flush()
-            self._file(log).write(text + "\n")
 
     def feed(self, raw: str) -> None:
         """One line of srun output: ``T: text`` (task T) or srun's own message."""
         line = raw.rstrip("\n")
         match = _LABEL.match(line)
         if not match:
-            self._write(line, "srun.log", line)
+            self.router.launcher_line("srun.log", line)
             if m := _SRUN_TASK.search(line):
                 self._srun_errors.append((m.group(1), m.group(2), m.group(3).strip()))
             return
         task, text = int(match.group(1)), match.group(2)
         if self.plan.mode is LaunchMode.SRUN:
-            node = self.plan.node_of_rank(task)
-            self._rank_line(node, task, text)
+            self.router.rank_line(str(self.plan.node_of_rank(task)), task, text)
             if text.startswith(_NODE_ERROR):
                 self._node_errors.append((task, text.removeprefix(_NODE_ERROR)))
-            return
-        worker = _WORKER.match(text)
-        if worker:
-            local = int(worker.group(1))
-            self._rank_line(task, task * self.plan.nproc_per_node + local, worker.group(2))
-            return
-        self._agent_line(task, text)
-
-    def _rank_line(self, node: int, rank: int, text: str) -> None:
-        shown = self.show(rank % self.plan.nproc_per_node)
-        self._write(f"{node}:{rank}| {text}" if shown else None, f"rank{rank}.log", text)
-        if self.stall:
-            self.stall.saw_output()
-
-    def _agent_line(self, node: int, text: str) -> None:
-        if text.startswith(_NODE_ERROR):
-            self._node_errors.append((node, text.removeprefix(_NODE_ERROR)))
-            self._write(f"{node}:-| {text}", f"node{node}.agent.log", text)
+        elif text.startswith(_NODE_ERROR):
+            self._node_errors.append((task, text.removeprefix(_NODE_ERROR)))
+            self.router.agent_line(task, text, console_line=f"{task}:-| {text}")
         else:
-            with self._lock:
-                self._file(f"node{node}.agent.log").write(text + "\n")
-        if "Root Cause" in text:
-            self._in_root.add(node)
-        elif node in self._in_root:
-            root = self._root.setdefault(node, {})
-            if m := _ROOT_RANK.match(text):
-                root["rank"], root["local_rank"] = int(m.group(1)), int(m.group(2))
-            elif m := _ROOT_EXIT.match(text):
-                root["exit_code"] = int(m.group(1))
-                self._in_root.discard(node)
+            self.router.torchrun_line(task, str(task), text)
 
     def _pump(self, stream: IO[str]) -> None:
         for line in iter(stream.readline, ""):
@@ -183,7 +99,7 @@ class StepSupervisor:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signum)
 
-    def run(self) -> StepResult:
+    def run(self) -> Result:
         self.logs.mkdir(parents=True, exist_ok=True)
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         handlers.update({s: signal.signal(s, self._forward) for s in FORWARDED})
@@ -216,11 +132,8 @@ class StepSupervisor:
                 thread.join(timeout=10)
             for s, handler in handlers.items():
                 signal.signal(s, handler)
-            with self._lock:
-                for handle in self._files.values():
-                    handle.close()
-                self._files.clear()
-        result = StepResult(
+            self.router.close()
+        result = Result(
             exit_code=0 if code == 0 else 1, srun_exit_code=code, duration=time.monotonic() - start
         )
         if self._stop_signal is not None:
@@ -228,62 +141,61 @@ class StepSupervisor:
             result.exit_code = 128 + self._stop_signal
         elif self.stall and self.stall.killed:
             result.exit_code = EXIT_STALLED
-            result.failure = StepFailure(
-                f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
-            )
+            result.stalled = f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
         elif code != 0:
             result.failure = self.diagnose(code)
         return result
 
-    def diagnose(self, srun_code: int) -> StepFailure:
+    def diagnose(self, srun_code: int) -> Failure:
         """Name the first failure: a node entrypoint's error, a rank's, or srun's report."""
         plan = self.plan
         if self._node_errors:
             # the master's message names who never arrived; prefer it over the others'
             task, message = min(self._node_errors, key=lambda item: item[0])
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
-            return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
+            return Failure(said=f"{message} [reported by node {node} ({plan.host_of(node)})]")
         records = self._error_records()
         primary = [r for r in records.values() if not failures.is_secondary(r[2])]
         if primary:
             _, rank, error = min(primary)
             node = plan.node_of_rank(rank)
-            return StepFailure(
-                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                f"{rank % plan.nproc_per_node}) failed first: {error}",
+            return Failure(
+                node_rank=node,
                 rank=rank,
-                log=f"rank{rank}.log",
+                local_rank=rank % plan.nproc_per_node,
+                host=plan.host_of(node),
+                error=error,
+                first=True,
                 exit_code=self._exit_codes.get(rank, self._srun_exit_of(rank)),
             )
         # torchrun's root causes; a rank that only lost its peer is not the cause
         causes = [
             (root.get("exit_code", 1) >= 0, node, root)
-            for node, root in sorted(self._root.items())
+            for node, root in sorted(self.router.root_causes.items())
             if "rank" in root
             and not failures.is_secondary(records.get(root["rank"], (0, 0, ""))[2])
         ]
         if causes:
             _, node, root = min(causes, key=lambda c: (c[0], c[1]))
-            rank = root["rank"]
-            return StepFailure(
-                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
-                rank=rank,
-                log=f"rank{rank}.log",
-                exit_code=root.get("exit_code"),
+            return Failure(
+                node_rank=node,
+                rank=root["rank"],
+                local_rank=root["local_rank"],
+                host=plan.host_of(node),
+                exit_code=root.get("exit_code", 1),
             )
         if self._srun_errors:
             host, tasks, text = self._srun_errors[0]
             what = "rank" if plan.mode is LaunchMode.SRUN else "node"
             first = int(tasks.split(",")[0].split("-")[0])
             code = _SRUN_EXIT.search(text)
-            return StepFailure(
-                f"{what} {first} on {host} failed: {text}",
+            return Failure(
+                said=f"{what} {first} on {host} failed: {text}",
                 rank=first if plan.mode is LaunchMode.SRUN else None,
                 log=f"rank{first}.log" if plan.mode is LaunchMode.SRUN else "srun.log",
                 exit_code=int(code.group(1)) if code and plan.mode is LaunchMode.SRUN else None,
             )
-        return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
+        return Failure(said=f"srun ended with exit code {srun_code}", log="srun.log")
 
     def _error_records(self) -> dict[int, tuple[float, int, str]]:
         """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""

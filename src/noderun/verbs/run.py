@@ -12,8 +12,9 @@ from pathlib import Path
 
 from noderun import rundir, timeline
 from noderun.backends import ssh
-from noderun.backends.local import LocalSupervisor, RunResult, tail
+from noderun.backends.local import LocalSupervisor, tail
 from noderun.backends.ports import free_port, require_free_port
+from noderun.backends.result import Result
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
@@ -240,7 +241,7 @@ def _supervise(
         record = record.continued_by(fresh)
 
 
-def _record_outcome(record: RunRecord, result: RunResult, outcome: Outcome) -> None:
+def _record_outcome(record: RunRecord, result: Result, outcome: Outcome) -> None:
     record.end(outcome, rundir.now_iso())
     record.node_exit_codes = {str(k): v for k, v in result.node_exit_codes.items()}
     if result.failure and record.failure:  # where and why, as the local backend knows it
@@ -249,7 +250,7 @@ def _record_outcome(record: RunRecord, result: RunResult, outcome: Outcome) -> N
         record.failure.reason = result.failure.reason()
 
 
-def _report(plan: LaunchPlan, result: RunResult, outcome: Outcome) -> None:
+def _report(plan: LaunchPlan, result: Result, outcome: Outcome) -> None:
     failure = result.failure
     if outcome.status == "failed" and failure is not None and failure.rank is None:
         assert outcome.log is not None

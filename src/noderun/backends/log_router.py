@@ -1,0 +1,109 @@
+"""Where every line of a gang goes, for every backend: a rank's to the console with its
+``node:rank`` prefix (unless torchrun's --local-ranks-filter hides it) and whole to
+``logs/rank<R>.log``; an agent's to ``logs/node<N>.agent.log``; the launcher's own (srun) to
+the console and its log. One lock, so lines of two streams never merge."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
+_EXCEPTION = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
+)
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+
+
+class LogRouter:
+    """Routes lines to the console and the run's log files (opened on first use, line
+    buffered, closed by ``close``)."""
+
+    def __init__(
+        self,
+        logs: Path,
+        console: IO[str],
+        nproc_per_node: int,
+        show: Callable[[int], bool] | None = None,
+        on_rank_output: Callable[[], None] | None = None,
+    ) -> None:
+        self.logs = logs
+        self.console = console
+        self.nproc_per_node = nproc_per_node
+        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
+        self.on_rank_output = on_rank_output
+        self.last_error: dict[int, str] = {}  # rank -> the last exception line it printed
+        self.last_agent_line: dict[int, str] = {}  # node -> its agent's last words
+        self.root_causes: dict[int, dict[str, int]] = {}  # node -> what its agent named
+        self._in_root: set[int] = set()
+        self._lock = threading.Lock()
+        self._files: dict[str, IO[str]] = {}
+
+    def rank_line(self, prefix: str, rank: int, text: str) -> None:
+        """One line of ``rank``: ``prefix:rank| text`` on the console, ``text`` in its log."""
+        shown = self.show(rank % self.nproc_per_node)
+        with self._lock:
+            if shown:
+                self.console.write(f"{prefix}:{rank}| {text}\n")
+                self.console.flush()
+            self._file(f"rank{rank}.log").write(text + "\n")
+            if m := _EXCEPTION.match(text.strip()):
+                self.last_error[rank] = m.group(1)[:300]
+        if self.on_rank_output:
+            self.on_rank_output()
+
+    def agent_line(self, node: int, text: str, console_line: str | None = None) -> None:
+        """One line of node ``node``'s agent (torchrun, or noderun's node entry): to its log,
+        and to the console only when ``console_line`` is given."""
+        with self._lock:
+            if console_line is not None:
+                self.console.write(console_line + "\n")
+                self.console.flush()
+            self._file(f"node{node}.agent.log").write(text + "\n")
+            if text.strip():
+                self.last_agent_line[node] = text.strip()[:300]
+        self._root_cause(node, text)
+
+    def launcher_line(self, log: str, text: str) -> None:
+        """One line of the launcher's own (srun): to the console and ``log``."""
+        with self._lock:
+            self.console.write(text + "\n")
+            self.console.flush()
+            self._file(log).write(text + "\n")
+
+    def torchrun_line(self, node: int, prefix: str, text: str) -> int | None:
+        """A line of node ``node``'s torchrun: its worker's (``[default<L>]:``, returns L) or
+        the agent's own (returns None)."""
+        if match := WORKER.match(text):
+            local = int(match.group(1))
+            self.rank_line(prefix, node * self.nproc_per_node + local, match.group(2))
+            return local
+        self.agent_line(node, text)
+        return None
+
+    def _root_cause(self, node: int, text: str) -> None:
+        """torchrun's "Root Cause (first observed failure)" block: the rank it names."""
+        if "Root Cause" in text:
+            self._in_root.add(node)
+        elif node in self._in_root:
+            root = self.root_causes.setdefault(node, {})
+            if m := _ROOT_RANK.match(text):
+                root["rank"], root["local_rank"] = int(m.group(1)), int(m.group(2))
+            elif m := _ROOT_EXIT.match(text):
+                root["exit_code"] = int(m.group(1))
+                self._in_root.discard(node)
+
+    def _file(self, name: str) -> IO[str]:
+        if name not in self._files:
+            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
+        return self._files[name]
+
+    def close(self) -> None:
+        with self._lock:
+            for handle in self._files.values():
+                handle.close()
+            self._files.clear()
