@@ -19,7 +19,7 @@ import psutil
 
 from noderun import failures, timeline
 from noderun.backends.log_router import LogRouter
-from noderun.backends.result import Failure, Result
+from noderun.backends.result import Failure, Result, WorkerExit, first_exit
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.plan import LaunchPlan, NodeCommand
@@ -200,12 +200,12 @@ class LocalSupervisor:
             result.exit_code, result.stalled = EXIT_STALLED, self.stall.report
         elif failed_node is not None:
             failed_node = self._root_node(failed_nodes)
-            root = self.router.root_causes.get(failed_node, {})
+            cause = self._cause(failed_node)
             failure = Failure(
                 node_rank=failed_node,
-                rank=root.get("rank"),
-                local_rank=root.get("local_rank"),
-                exit_code=root.get("exit_code", codes[failed_node]),
+                rank=cause.rank if cause else None,
+                local_rank=cause.local_rank if cause else None,
+                exit_code=cause.exit_code if cause else codes[failed_node],
             )
             failure = self._first_failure(failure)
             if failure.rank is not None and failure.error is None:
@@ -244,11 +244,17 @@ class LocalSupervisor:
             time.sleep(0.05)
         return seen
 
+    def _cause(self, node: int) -> WorkerExit | None:
+        """The worker of ``node`` whose exit (torchrun's worker events) most likely started it."""
+        secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
+        return first_exit(self.router.worker_exits.get(node, []), secondary)
+
     def _root_node(self, failed: list[int]) -> int:
-        """The first failed node whose root-cause rank did not just lose a peer."""
+        """The first failed node whose failing worker did not just lose a peer."""
         secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
         for node in failed:
-            if self.router.root_causes.get(node, {}).get("rank") not in secondary:
+            cause = self._cause(node)
+            if cause is None or cause.rank not in secondary:
                 return node
         return failed[0]
 

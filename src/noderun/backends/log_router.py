@@ -5,18 +5,20 @@ the console and its log. One lock, so lines of two streams never merge."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from noderun.backends.result import WorkerExit
+
 WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
 _EXCEPTION = re.compile(
     r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
 )
-_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_EVENT = '{"name": "torchelastic.worker.status.'  # torchrun --event-log-handler=console
 
 
 class LogRouter:
@@ -38,8 +40,7 @@ class LogRouter:
         self.on_rank_output = on_rank_output
         self.last_error: dict[int, str] = {}  # rank -> the last exception line it printed
         self.last_agent_line: dict[int, str] = {}  # node -> its agent's last words
-        self.root_causes: dict[int, dict[str, int]] = {}  # node -> what its agent named
-        self._in_root: set[int] = set()
+        self.worker_exits: dict[int, list[WorkerExit]] = {}  # node -> its failed workers
         self._lock = threading.Lock()
         self._files: dict[str, IO[str]] = {}
 
@@ -58,7 +59,10 @@ class LogRouter:
 
     def agent_line(self, node: int, text: str, console_line: str | None = None) -> None:
         """One line of node ``node``'s agent (torchrun, or noderun's node entry): to its log,
-        and to the console only when ``console_line`` is given."""
+        and to the console only when ``console_line`` is given. torchrun's worker events are
+        kept in ``worker_exits``, not logged."""
+        if text.startswith(_EVENT) and self._worker_event(node, text):
+            return
         with self._lock:
             if console_line is not None:
                 self.console.write(console_line + "\n")
@@ -66,7 +70,6 @@ class LogRouter:
             self._file(f"node{node}.agent.log").write(text + "\n")
             if text.strip():
                 self.last_agent_line[node] = text.strip()[:300]
-        self._root_cause(node, text)
 
     def launcher_line(self, log: str, text: str) -> None:
         """One line of the launcher's own (srun): to the console and ``log``."""
@@ -85,17 +88,25 @@ class LogRouter:
         self.agent_line(node, text)
         return None
 
-    def _root_cause(self, node: int, text: str) -> None:
-        """torchrun's "Root Cause (first observed failure)" block: the rank it names."""
-        if "Root Cause" in text:
-            self._in_root.add(node)
-        elif node in self._in_root:
-            root = self.root_causes.setdefault(node, {})
-            if m := _ROOT_RANK.match(text):
-                root["rank"], root["local_rank"] = int(m.group(1)), int(m.group(2))
-            elif m := _ROOT_EXIT.match(text):
-                root["exit_code"] = int(m.group(1))
-                self._in_root.discard(node)
+    def _worker_event(self, node: int, text: str) -> bool:
+        """One event of torchrun's agent (JSON); a failed worker's goes to ``worker_exits``.
+        False for a line that is not an event after all."""
+        try:
+            event = json.loads(text)
+            fields = event["metadata"]
+            if event.get("source") != "WORKER" or fields.get("state") != "FAILED":
+                return True
+            worker = json.loads(fields["metadata"])
+            ended = WorkerExit(
+                rank=int(fields["global_rank"]),
+                local_rank=int(worker["local_rank"][0]),
+                exit_code=int(worker["exit_code"][0]),
+            )
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return False
+        with self._lock:
+            self.worker_exits.setdefault(node, []).append(ended)
+        return True
 
     def _file(self, name: str) -> IO[str]:
         if name not in self._files:

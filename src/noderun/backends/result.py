@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
 from noderun.outcome import Outcome
@@ -19,6 +20,27 @@ def signal_text(code: int) -> str:
         return f"killed by {signal.Signals(-code).name}"
     except ValueError:
         return f"killed by signal {-code}"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerExit:
+    """A worker torchrun's agent saw fail, as its worker event says: ranks and exit code."""
+
+    rank: int
+    local_rank: int
+    exit_code: int
+
+    def cause_order(self) -> tuple[bool, bool]:
+        """Sorts likely causes first: not a worker the agent itself stopped (SIGTERM) once
+        another had failed, and a signal before an exit code."""
+        return (self.exit_code == -signal.SIGTERM, self.exit_code >= 0)
+
+
+def first_exit(exits: Iterable[WorkerExit], secondary: set[int]) -> WorkerExit | None:
+    """The node's worker most likely to have failed first: not a rank that only lost its
+    peer (``secondary``), then by ``cause_order``, then the lowest rank."""
+    ranked = sorted(exits, key=lambda e: (e.rank in secondary, *e.cause_order(), e.rank))
+    return ranked[0] if ranked else None
 
 
 @dataclasses.dataclass

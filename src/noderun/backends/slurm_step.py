@@ -15,7 +15,7 @@ from typing import IO
 
 from noderun import failures, timeline
 from noderun.backends.log_router import LogRouter
-from noderun.backends.result import Failure, Result
+from noderun.backends.result import Failure, Result, first_exit
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.plan.slurm import LaunchMode, StepPlan
@@ -168,21 +168,23 @@ class StepSupervisor:
                 first=True,
                 exit_code=self._exit_codes.get(rank, self._srun_exit_of(rank)),
             )
-        # torchrun's root causes; a rank that only lost its peer is not the cause
+        # torchrun's worker events; a rank that only lost its peer is not the cause
+        secondary = {
+            rank for rank, (_, _, error) in records.items() if failures.is_secondary(error)
+        }
         causes = [
-            (root.get("exit_code", 1) >= 0, node, root)
-            for node, root in sorted(self.router.root_causes.items())
-            if "rank" in root
-            and not failures.is_secondary(records.get(root["rank"], (0, 0, ""))[2])
+            (node, cause)
+            for node, exits in sorted(self.router.worker_exits.items())
+            if (cause := first_exit(exits, secondary)) is not None and cause.rank not in secondary
         ]
         if causes:
-            _, node, root = min(causes, key=lambda c: (c[0], c[1]))
+            node, cause = min(causes, key=lambda c: (*c[1].cause_order(), c[0]))
             return Failure(
                 node_rank=node,
-                rank=root["rank"],
-                local_rank=root["local_rank"],
+                rank=cause.rank,
+                local_rank=cause.local_rank,
                 host=plan.host_of(node),
-                exit_code=root.get("exit_code", 1),
+                exit_code=cause.exit_code,
             )
         if self._srun_errors:
             host, tasks, text = self._srun_errors[0]
