@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import socket
 import time
 from typing import Any
@@ -126,6 +127,21 @@ class RunRecord:
         self.interrupted_by = outcome.interrupted_by
         self.stall = outcome.stalled
 
+    def unended(self) -> RunRecord:
+        """This record without how its attempt ended (the start of the next attempt)."""
+        return dataclasses.replace(
+            self,
+            end_time=None,
+            duration_sec=None,
+            exit_code=None,
+            failure=None,
+            interrupted_by=None,
+            stall=None,
+            srun_exit_code=None,
+            timeline=None,
+            restart=None,
+        )
+
     def continued_by(self, fresh: RunRecord) -> RunRecord:
         """``fresh`` (the next attempt) carrying this one and every earlier one in ``attempts``."""
         fresh.attempts = [*self.attempts, dataclasses.replace(self, attempts=[])]
@@ -186,3 +202,14 @@ def _plain(value: Any) -> dict[str, Any]:
     data = dataclasses.asdict(value)
     keep = ("rank", "exit_code") if isinstance(value, FailureRecord) else ()
     return {k: v for k, v in data.items() if v is not None or k in keep}
+
+
+def versions() -> dict[str, str]:
+    """Python's, torch's and noderun's versions for run.json."""
+    from importlib import metadata  # ~10 ms to import: SLURM looks it up while srun starts
+
+    return {
+        "python": platform.python_version(),
+        "torch": metadata.version("torch"),
+        "noderun": metadata.version("noderun"),
+    }

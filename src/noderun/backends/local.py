@@ -7,6 +7,7 @@ import ctypes
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,13 +18,14 @@ from typing import IO
 
 import psutil
 
-from noderun import failures, timeline
+from noderun import failures, rundir, timeline
 from noderun.backends.log_router import LogRouter
 from noderun.backends.result import Failure, Result, WorkerExit, first_exit
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
 from noderun.plan import LaunchPlan, NodeCommand
 from noderun.plan.stall import StallPolicy
+from noderun.run_record import RunRecord, RunShape, versions
 
 PR_SET_CHILD_SUBREAPER = 36
 # how long other nodes may take to report once the first failure seen is only secondary
@@ -339,3 +341,64 @@ def tail(path: Path, lines: int = 20) -> list[str]:
         return path.read_text(errors="replace").splitlines()[-lines:]
     except OSError:
         return []
+
+
+class LocalBackend:
+    """Simulated nodes on this machine, or the one node started here by hand: the plan's
+    agents, run and torn down as one gang by ``LocalSupervisor``."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        command: list[str],
+        stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.command = command
+        self.stall = stall
+        self.show = show
+
+    @property
+    def run_dir(self) -> Path:
+        return self.plan.run_dir
+
+    def banner(self) -> str:
+        plan = self.plan
+        return (
+            f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
+            f"master {plan.master_addr}:{plan.master_port}, run dir {plan.run_dir}"
+        )
+
+    def describe(self) -> RunRecord:
+        plan = self.plan
+        remote = any(node.remote for node in plan.nodes)
+        return RunRecord(
+            command=self.command,
+            backend="ssh" if remote else "local",
+            script=plan.script,
+            script_args=list(plan.script_args),
+            entry=plan.entry.value,
+            topology=RunShape(
+                nnodes=plan.nnodes,
+                nproc_per_node=plan.nproc_per_node,
+                world_size=plan.world_size,
+                master_addr=plan.master_addr,
+                master_port=plan.master_port,
+            ),
+            hosts=[n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
+            versions=versions(),
+            cwd=os.getcwd(),
+            start_time=rundir.now_iso(),
+        )
+
+    def run(self) -> Result:
+        return LocalSupervisor(self.plan, stall=self.stall, show=self.show).run()
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        record.node_exit_codes = {str(k): v for k, v in result.node_exit_codes.items()}
+        failure = result.failure
+        if failure and record.failure:  # where and why, as this backend knows it
+            record.failure.node_rank = failure.node_rank
+            record.failure.local_rank = failure.local_rank
+            record.failure.reason = failure.reason()

@@ -3,6 +3,7 @@ prefixes, and the first failure named by rank and host."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -11,15 +12,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO
 
-from noderun import failures, timeline
+from noderun import failures, rundir, timeline
+from noderun.backends.local import LocalSupervisor
 from noderun.backends.log_router import LogRouter
+from noderun.backends.ports import require_free_port
 from noderun.backends.result import Failure, Result, first_exit
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
+from noderun.plan.launch import Gang, plan_local
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
+from noderun.run_record import RunRecord, RunShape
+from noderun.topology import port_for_job
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
@@ -224,3 +231,97 @@ def _task_ids(text: str) -> set[int]:
         if first.isdigit():
             ids.update(range(int(first), int(last or first) + 1))
     return ids
+
+
+class StepBackend:
+    """The ranks of a SLURM allocation: one srun step over its nodes, or, for one node in
+    torchrun mode run from that node, torchrun directly (as ``noderun run`` locally)."""
+
+    def __init__(
+        self,
+        step: StepPlan,
+        job_id: str,
+        command: list[str],
+        direct: bool = False,
+        stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
+        restart_count: int = 0,
+    ) -> None:
+        self.step = step
+        self.job_id = job_id
+        self.command = command
+        self.direct = direct
+        self.stall = stall
+        self.show = show
+        self.restart_count = restart_count  # SLURM's: how often the job was requeued
+
+    @property
+    def run_dir(self) -> Path:
+        return self.step.run_dir
+
+    @property
+    def master_port(self) -> int:
+        return self.step.master_port or port_for_job(self.job_id)
+
+    def banner(self) -> str:
+        step = self.step
+        return (
+            f"noderun: SLURM job {self.job_id}: {step.nnodes} node(s) x {step.nproc_per_node} = "
+            f"{step.world_size} ranks ({step.mode.value} mode) on {', '.join(step.hosts)}; "
+            f"run dir {step.run_dir}"
+        )
+
+    def describe(self) -> RunRecord:
+        """This attempt, on top of what `noderun submit` (or a requeued job's earlier start)
+        recorded there; how an earlier attempt ended is not this one's."""
+        step = self.step
+        record = rundir.read_record(step.run_dir) or RunRecord(backend="slurm")
+        return dataclasses.replace(
+            record.unended(),
+            command=self.command,
+            backend="slurm",
+            mode=step.mode.value,
+            job_id=self.job_id,
+            restart_count=self.restart_count,
+            script=step.script,
+            script_args=list(step.script_args),
+            entry=step.entry.value,
+            topology=RunShape(
+                nnodes=step.nnodes,
+                nproc_per_node=step.nproc_per_node,
+                world_size=step.world_size,
+                master_addr=step.hosts[0],
+                master_port=self.master_port,
+            ),
+            hosts=list(step.hosts),
+            launch="torchrun" if self.direct else "srun",
+            step_command=None if self.direct else step.srun_argv(),
+            cwd=os.getcwd(),
+            status="running",
+            start_time=rundir.now_iso(),
+        )
+
+    def run(self) -> Result:
+        step = self.step
+        (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for rank in range(step.world_size):  # one log per rank, even for a rank that is silent
+            (step.run_dir / "logs" / f"rank{rank}.log").touch()
+        if not self.direct:
+            return StepSupervisor(step, stall=self.stall, job_id=self.job_id, show=self.show).run()
+        gang = Gang(
+            nnodes=1,
+            nproc_per_node=step.nproc_per_node,
+            master_addr="127.0.0.1",
+            master_port=require_free_port(self.master_port),
+            run_dir=step.run_dir,
+            script=step.script,
+            script_args=step.script_args,
+            run_id=step.run_id or self.job_id,
+            entry=step.entry,
+        )
+        plan = plan_local(gang, dict(step.env))
+        return LocalSupervisor(plan, stall=self.stall, show=self.show).run()
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        if not self.direct:
+            record.srun_exit_code = result.srun_exit_code
