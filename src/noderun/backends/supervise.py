@@ -52,12 +52,11 @@ class Policy:
 
 @dataclasses.dataclass
 class Supervised:
-    """How the run ended: its last attempt's outcome and result, and the whole record."""
+    """How the run ended: its last attempt's outcome and result, and the record of them all."""
 
     outcome: Outcome
     result: Result
     record: RunRecord
-    backend: Backend
 
 
 def supervise(
@@ -88,7 +87,7 @@ def supervise(
             if policy.max_restarts and outcome.status != "completed":
                 record.restart = f"not restarted: {refusal}"
             rundir.write_record(run_dir, record)
-            return Supervised(outcome, result, record, backend)
+            return Supervised(outcome, result, record)
         attempt, previous = attempt + 1, outcome
         record.restart = announce_restart(outcome, attempt, policy.max_restarts)
         rundir.write_record(run_dir, record)
