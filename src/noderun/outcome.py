@@ -64,28 +64,6 @@ class Outcome:
             return 0
         return self.failure_exit if self.failure_exit in PASSED_THROUGH else 1  # type: ignore[return-value]
 
-    def record(self, end_time: str) -> dict[str, object]:
-        """run.json's outcome fields. ``status`` says "failed" for a refused input, as it always
-        has (verify reads it); ``exit_code`` 2 tells it apart."""
-        status = "failed" if self.status == "bad-input" else self.status
-        fields: dict[str, object] = {
-            "status": status,
-            "end_time": end_time,
-            "duration_sec": round(self.duration, 3),
-            "exit_code": self.exit_code,
-        }
-        if self.failure:
-            fields["failure"] = {
-                "rank": self.failure_rank,
-                "exit_code": self.failure_exit,
-                "reason": self.failure,
-            }
-        if self.interrupted_by:
-            fields["interrupted_by"] = self.interrupted_by
-        if self.stalled:
-            fields["stall"] = self.stalled
-        return fields
-
     def restart_refusal(self, previous: Outcome | None) -> str | None:
         """Why this ending must not restart the gang (``--max-restarts``), None when it may:
         torchrun restarts after any failure; noderun also stops on what a restart cannot fix."""
@@ -128,14 +106,12 @@ def restart_refusal(
     return outcome.restart_refusal(previous)
 
 
-def announce_restart(
-    record: dict[str, object], outcome: Outcome, attempt: int, max_restarts: int
-) -> None:
-    """Say in run.json and on stderr that the gang starts again (``attempt`` = restart n)."""
-    record["restart"] = f"restarted the gang (restart {attempt} of {max_restarts})"
+def announce_restart(outcome: Outcome, attempt: int, max_restarts: int) -> str:
+    """Say on stderr that the gang starts again (``attempt`` = restart n); run.json's line."""
     print(
         f"noderun: attempt {attempt} {outcome.status}: {outcome.failure or outcome.stalled}; "
         f"restarting all ranks (restart {attempt} of {max_restarts})",
         file=sys.stderr,
         flush=True,
     )
+    return f"restarted the gang (restart {attempt} of {max_restarts})"

@@ -16,6 +16,7 @@ from typing import Any
 
 from noderun import atomic
 from noderun.errors import UsageError
+from noderun.run_record import RunRecord
 
 RUN_JSON = "run.json"
 RUNTIME_JSON = "runtime.json"
@@ -47,13 +48,24 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_record(run_dir: Path) -> RunRecord | None:
+    """The run's record (run.json), None when there is none yet."""
+    path = run_dir / RUN_JSON
+    return RunRecord.from_json(read_json(path)) if path.exists() else None
+
+
+def write_record(run_dir: Path, record: RunRecord) -> None:
+    """run.json, whole and at once: the record's only writer."""
+    write_json_atomic(run_dir / RUN_JSON, record.to_json())
+
+
 RESUMABLE = ("preempted", "failed", "interrupted", "stalled", "running")
 LOCK = ".noderun.lock"
 
 
 def reuse_or_refuse(
     run_dir: Path, job_alive: Callable[[str], bool] | None = None
-) -> dict[str, Any] | None:
+) -> RunRecord | None:
     """The record of a stopped run to continue in place, None for a new run dir, or a
     UsageError: a completed run is never overwritten, a live one never joined (a local run
     holds the lock; a SLURM run is alive while ``job_alive(job_id)`` says so)."""
@@ -68,14 +80,14 @@ def reuse_or_refuse(
             f"run directory {run_dir} is in use by a live noderun ({owner})",
             "wait for it to end, stop it, or pass another --run-dir",
         )
-    record = read_json(record_path)
-    job = str(record.get("job_id") or "")
+    record = RunRecord.from_json(read_json(record_path))
+    job = str(record.job_id or "")
     if job and job_alive is not None and job_alive(job):
         raise UsageError(
             f"run directory {run_dir} belongs to SLURM job {job}, which has not ended",
             f"wait for it (`noderun submit` --wait follows it), or `scancel {job}`",
         )
-    status = str(record.get("status", ""))
+    status = record.status
     if status == "completed":
         raise UsageError(
             f"run directory {run_dir} holds a completed run",
@@ -87,13 +99,6 @@ def reuse_or_refuse(
             "pass a new --run-dir",
         )
     return record
-
-
-def next_attempt(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
-    """``fresh`` (this attempt's record) carrying every earlier attempt in ``attempts``."""
-    attempts = list(previous.get("attempts") or [])
-    attempts.append({k: v for k, v in previous.items() if k != "attempts"})
-    return {**fresh, "attempts": attempts, "resumed_in_place": True}
 
 
 def attempt_lines(record: dict[str, Any]) -> list[str]:
@@ -214,27 +219,3 @@ def release_lock(run_dir: Path) -> None:
     fd = _held_locks.pop(run_dir, None)
     if fd is not None:
         os.close(fd)
-
-
-FOLLOWED = ".followed"  # touched by a `submit --wait` following the job, while it follows
-FOLLOW_FRESH = 10.0  # seconds: an older mark is a follower that died
-
-
-def mark_followed(run_dir: Path) -> None:
-    """Say (again) that a `submit --wait` follows this run and writes its accounting."""
-    with contextlib.suppress(OSError):
-        (run_dir / FOLLOWED).touch()
-
-
-def unmark_followed(run_dir: Path) -> None:
-    with contextlib.suppress(OSError):
-        (run_dir / FOLLOWED).unlink()
-
-
-def followed(run_dir: Path, now: float | None = None) -> bool:
-    """True while a live follower marks the run (its mark is under ``FOLLOW_FRESH`` s old)."""
-    try:
-        age = (time.time() if now is None else now) - (run_dir / FOLLOWED).stat().st_mtime
-    except OSError:
-        return False
-    return age < FOLLOW_FRESH

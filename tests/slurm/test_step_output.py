@@ -17,17 +17,20 @@ from noderun.backends.slurm_step import StepSupervisor
 from noderun.backends.slurm_text import JobState, gpus_of_gres, parse_scontrol_job
 from noderun.plan.slurm import LaunchMode, StepPlan
 
-ROOT_CAUSE = """\
-1: Root Cause (first observed failure):
-1: [0]:
-1:   time      : 2026-11-22_10:28:06
-1:   host      : node2
-1:   rank      : 3 (local_rank: 1)
-1:   exitcode  : -9 (pid: 9689)  (SIGKILL)
-1:   traceback : Signal 9 (SIGKILL) received by PID 9689
-"""
-PEER_ROOT_CAUSE = ROOT_CAUSE.replace("1: ", "0: ").replace("3 (local_rank: 1)", "1 (local_rank: 1)")
-PEER_ROOT_CAUSE = PEER_ROOT_CAUSE.replace("-9 (pid", "1 (pid")
+
+def worker_failed(node: int, rank: int, local_rank: int, exit_code: int) -> str:
+    """srun's line for torchrun's event of a failed worker (--event-log-handler=console), in
+    the shape torch 2.13 prints it."""
+    detail = {"group_world_size": 2, "entry_point": "python", "local_rank": [local_rank],
+              "role_rank": [local_rank], "role_world_size": [2], "exit_code": [exit_code],
+              "worker_pid": [9689]}  # fmt: skip
+    fields = {"run_id": "7", "global_rank": rank, "group_rank": node, "worker_id": "9689",
+              "role": "default", "hostname": f"node{node + 1}", "state": "FAILED",
+              "total_run_time": 0, "rdzv_backend": "static", "raw_error": '{"message": "<NONE>"}',
+              "metadata": json.dumps(detail), "agent_restarts": 0, "duration_ms": None}  # fmt: skip
+    event = {"name": "torchelastic.worker.status.FAILED", "source": "WORKER", "timestamp": 0,
+             "metadata": fields}  # fmt: skip
+    return f"{node}: {json.dumps(event)}"
 
 
 def _supervisor(tmp_path: Path, mode: LaunchMode) -> tuple[StepSupervisor, io.StringIO]:
@@ -45,8 +48,7 @@ def _supervisor(tmp_path: Path, mode: LaunchMode) -> tuple[StepSupervisor, io.St
 
 
 def _close(sup: StepSupervisor) -> None:
-    for handle in sup._files.values():
-        handle.close()
+    sup.router.close()
 
 
 def test_torchrun_lines_go_to_rank_logs_with_node_rank_prefixes(tmp_path: Path) -> None:
@@ -83,14 +85,11 @@ def test_srun_mode_a_killed_task_beats_the_peer_srun_reported_first(tmp_path: Pa
     assert failure.summary == "rank 1 (node 0 on node1, local rank 1) failed: killed by SIGKILL"
 
 
-def test_torchrun_mode_every_failed_rank_of_the_summary_is_weighed(tmp_path: Path) -> None:
-    """torchrun's own root cause is the peer (same second); the summary also lists the kill."""
+def test_torchrun_mode_every_failed_worker_is_weighed(tmp_path: Path) -> None:
+    """torchrun's agent reports the peer first (it lost the connection); the kill is the cause."""
     sup, _ = _supervisor(tmp_path, LaunchMode.TORCHRUN)
-    failures_block = ROOT_CAUSE.replace("Root Cause (first observed failure):", "Failures:")
-    peer_root = ROOT_CAUSE.replace("3 (local_rank: 1)", "2 (local_rank: 0)")
-    peer_root = peer_root.replace("-9 (pid", "1 (pid")
     sup.feed("1: [default0]:RuntimeError: Connection closed by peer [10.0.0.1]:1\n")
-    for line in (failures_block + peer_root).splitlines():
+    for line in (worker_failed(1, 2, 0, 1), worker_failed(1, 3, 1, -9)):
         sup.feed(line + "\n")
     _close(sup)
     failure = sup.diagnose(1)
@@ -98,14 +97,25 @@ def test_torchrun_mode_every_failed_rank_of_the_summary_is_weighed(tmp_path: Pat
 
 
 def test_the_killed_rank_is_named_not_the_peer_that_lost_it(tmp_path: Path) -> None:
-    sup, _ = _supervisor(tmp_path, LaunchMode.TORCHRUN)
-    for line in (PEER_ROOT_CAUSE + ROOT_CAUSE).splitlines():
+    sup, console = _supervisor(tmp_path, LaunchMode.TORCHRUN)
+    for line in [
+        worker_failed(0, 1, 1, 1),  # lost its peer: exit 1, and its record says so
+        worker_failed(0, 0, 0, -15),  # stopped by its own agent after that
+        worker_failed(1, 2, 0, -15),
+        worker_failed(1, 3, 1, -9),  # the cause
+        "1: Root Cause (first observed failure):",  # torchrun's own words are only logged
+        "1:   rank      : 2 (local_rank: 0)",
+    ]:
         sup.feed(line + "\n")
     peer_error = {"rank": 1, "time": 1.0, "error": "RuntimeError: Connection closed by peer"}
     (tmp_path / "logs" / "rank1.error.json").write_text(json.dumps(peer_error))
     _close(sup)
     failure = sup.diagnose(1)
     assert failure.summary == "rank 3 (node 1 on node2, local rank 1) failed: killed by SIGKILL"
+    assert failure.exit_code == -9 and failure.rank == 3
+    agent_log = (tmp_path / "logs" / "node1.agent.log").read_text()
+    assert "Root Cause" in agent_log and "torchelastic.worker" not in agent_log
+    assert console.getvalue() == ""
 
 
 def test_a_primary_error_record_wins(tmp_path: Path) -> None:

@@ -41,12 +41,14 @@ def test_exclusive_and_a_passed_through_option_reach_slurm(tmp_path: Path) -> No
     assert wait(job_id).state == "COMPLETED"
     # nobody follows this job: its launcher wrote the accounting before the job ended
     assert f"{job_id}.0" in (tmp_path / "run" / "sacct_summary.txt").read_text()
-    assert not (tmp_path / "run" / rundir.FOLLOWED).exists()
+    record = rundir.read_record(tmp_path / "run")
+    assert record is not None and record.follower is None
 
 
 def test_a_follower_that_stops_leaves_the_accounting_to_the_launcher(tmp_path: Path) -> None:
-    """`submit --wait` marks the run as followed (the launcher then leaves the accounting to it,
-    so the job ends sooner); Ctrl-C takes the mark back and the launcher writes it itself."""
+    """`submit --wait` is named in the record as the follower (the launcher then leaves the
+    accounting to it, so the job ends sooner); Ctrl-C says it stopped, and the launcher writes
+    the accounting itself."""
     require_lab()
     script = tmp_path / "sleeper.py"
     script.write_text("import time\ntime.sleep(6)\nprint('slept', flush=True)\n")
@@ -68,12 +70,14 @@ def test_a_follower_that_stops_leaves_the_accounting_to_the_launcher(tmp_path: P
         said.append(line)
         if "RUNNING" in line:
             break
-    assert (run_dir / rundir.FOLLOWED).exists(), "".join(said)
+    record = rundir.read_record(run_dir)
+    assert record is not None and record.follower is not None, "".join(said)
+    assert record.follower.pid == follower.pid
     follower.send_signal(signal.SIGINT)
     rest, _ = follower.communicate(timeout=60)
     assert follower.returncode == 130, "".join(said) + rest
     assert "stopped following job" in rest
-    assert not (run_dir / rundir.FOLLOWED).exists()
+    assert "follow_stopped" in (run_dir / "logs" / "timeline.jsonl").read_text()
     job_id = job_id_of("".join(said))
     assert wait(job_id).state == "COMPLETED"
     summary = (run_dir / "sacct_summary.txt").read_text()

@@ -13,6 +13,7 @@ import pytest
 
 from noderun import rundir
 from noderun.errors import UsageError
+from noderun.run_record import Follower, RunRecord
 from tests.conftest import ROOT, noderun
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
@@ -27,11 +28,16 @@ def _record(run_dir: Path, **fields: object) -> None:
 def test_a_stopped_run_is_continued(tmp_path: Path, status: str) -> None:
     _record(tmp_path, status=status, exit_code=75)
     previous = rundir.reuse_or_refuse(tmp_path)
-    assert previous is not None and previous["status"] == status
-    merged = rundir.next_attempt(previous, {"status": "running"})
-    assert merged["status"] == "running" and merged["attempts"] == [previous]
-    again = rundir.next_attempt(merged, {"status": "running"})
-    assert [a["status"] for a in again["attempts"]] == [status, "running"]
+    assert previous is not None and previous.status == status
+    merged = previous.continued_by(RunRecord(backend="local"))
+    assert merged.status == "running" and merged.attempts == [previous]
+    again = merged.continued_by(RunRecord(backend="local"))
+    assert [a.status for a in again.attempts] == [status, "running"]
+    rundir.write_record(tmp_path, again)  # what run.json holds: the format verify reads
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["resumed_in_place"] is True
+    assert [a["status"] for a in written["attempts"]] == [status, "running"]
+    assert written["attempts"][0]["exit_code"] == 75 and "attempts" not in written["attempts"][0]
 
 
 def test_a_completed_run_is_refused(tmp_path: Path) -> None:
@@ -117,12 +123,20 @@ def test_attempt_lines_say_how_each_attempt_ended() -> None:
     assert rundir.attempt_lines({"status": "completed"}) == []
 
 
-def test_a_follow_mark_is_fresh_only_while_the_follower_renews_it(tmp_path: Path) -> None:
-    """The launcher leaves the accounting to a `submit --wait` only while its mark is fresh."""
-    assert not rundir.followed(tmp_path)
-    rundir.mark_followed(tmp_path)
-    stamped = (tmp_path / rundir.FOLLOWED).stat().st_mtime
-    assert rundir.followed(tmp_path, now=stamped + 1)
-    assert not rundir.followed(tmp_path, now=stamped + rundir.FOLLOW_FRESH + 1)  # follower died
-    rundir.unmark_followed(tmp_path)
-    assert not rundir.followed(tmp_path, now=stamped + 1)
+def test_a_follower_is_known_gone_once_its_process_on_this_host_exited() -> None:
+    """The launcher leaves the accounting to a `submit --wait` the record names, unless it is
+    known to have died."""
+    assert Follower.this_process().alive()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert not Follower(os.uname().nodename, int(gone), 0.0).alive()
+    assert Follower("another-host", int(gone), 0.0).alive()  # cannot be checked from here
+
+
+def test_a_record_keeps_what_it_does_not_know(tmp_path: Path) -> None:
+    _record(tmp_path, status="failed", backend="local", future_field={"x": 1}, topology="odd")
+    record = rundir.read_record(tmp_path)
+    assert record is not None and record.status == "failed" and record.topology is None
+    rundir.write_record(tmp_path, record)
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["future_field"] == {"x": 1} and written["topology"] == "odd"

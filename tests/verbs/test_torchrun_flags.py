@@ -14,6 +14,7 @@ from noderun import cli
 from noderun.errors import UsageError
 from noderun.outcome import Outcome, restart_refusal
 from noderun.plan.launch import RANK_ENTRY, Entry
+from noderun.run_record import RunRecord
 from noderun.verbs.torchrun_flags import (
     check_program,
     nnodes_spec,
@@ -172,7 +173,9 @@ def test_restart_policy_table() -> None:
     assert "used up" in (restart_refusal(failed, None, 2, 2) or "")
     assert restart_refusal(Outcome(1.0), None, 0, 2) == "completed"
     assert restart_refusal(Outcome(1.0, interrupted_by="SIGINT"), None, 0, 2)
-    assert json.dumps(failed.record("t"))  # what run.json gets stays serialisable
+    record = RunRecord(backend="local")
+    record.end(failed, "t")
+    assert json.dumps(record.to_json())  # what run.json gets stays serialisable
 
 
 @pytest.mark.slow

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import itertools
 import json
 import os
-import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,120 +19,39 @@ from typing import IO
 
 import psutil
 
-from noderun import failures, proc_guard, timeline
+from noderun import failures, proc_guard, rundir, timeline
+from noderun.backends.log_router import LogRouter
+from noderun.backends.result import Failure, Result, WorkerExit, first_exit, ranked_failure
 from noderun.backends.stall import StallWatcher
-from noderun.errors import os_error_line
 from noderun.exit_codes import EXIT_STALLED
-from noderun.outcome import Outcome
 from noderun.plan import LaunchPlan, NodeCommand
 from noderun.plan.stall import StallPolicy
+from noderun.run_record import RunRecord, RunShape, versions
 
-_PREFIX = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)
-_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
-_EXCEPTION = re.compile(
-    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\b.*)$"
-)
 PR_SET_CHILD_SUBREAPER = 36
 # how long other nodes may take to report once the first failure seen is only secondary
 SECONDARY_GRACE_SEC = 5.0
 SSH_FAILED = 255  # ssh's own exit status: the connection, not the command, failed
 
 
-@dataclasses.dataclass
-class RankFailure:
-    """The first failure seen: which rank on which node, and why."""
-
-    node_rank: int
-    rank: int | None = None
-    local_rank: int | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    host: str | None = None  # a remote node's host (SSH)
-
-    def reason(self) -> str:
-        if self.exit_code is not None and self.exit_code < 0:
-            try:
-                name = signal.Signals(-self.exit_code).name
-            except ValueError:
-                name = f"signal {-self.exit_code}"
-            text = f"killed by {name}"
-        elif self.exit_code is not None:
-            text = f"exit code {self.exit_code}"
-        else:
-            text = "agent failed"
-        return f"{text}: {self.error}" if self.error else text
-
-    def describe(self) -> str:
-        where = f"node {self.node_rank}" + (f" on {self.host}" if self.host else "")
-        if self.rank is None:
-            return f"{where} failed ({self.reason()})"
-        return f"rank {self.rank} ({where}, local rank {self.local_rank}) failed: {self.reason()}"
-
-
-@dataclasses.dataclass
-class RunResult:
-    exit_code: int
-    node_exit_codes: dict[int, int | None]
-    failure: RankFailure | None = None
-    interrupted_by: str | None = None
-    duration: float = 0.0
-    stalled: str | None = None  # the stall verdict and report, when it stopped the job
-
-    def outcome(self, run_dir: Path) -> Outcome:
-        """This result as the one outcome every backend returns."""
-        failure = self.failure
-        log = None
-        if failure is not None:
-            name = f"rank{failure.rank}.log" if failure.rank is not None else None
-            log = run_dir / "logs" / (name or f"node{failure.node_rank}.agent.log")
-        return Outcome(
-            duration=self.duration,
-            failure=failure.describe() if failure and not self.stalled else None,
-            failure_exit=failure.exit_code if failure else None,
-            failure_rank=failure.rank if failure else None,
-            log=log,
-            interrupted_by=self.interrupted_by,
-            interrupt_code=self.exit_code if self.interrupted_by else None,
-            stalled=self.stalled,
-        )
-
-
 class _NodeOutput:
-    """Splits one agent's output into per-rank lines: console prefix + per-rank log file."""
+    """One agent's output, line by line, to the router; counts the rank lines torchrun's tee
+    passed on, so the ones it dropped can be caught up from its rank files."""
 
     def __init__(self, supervisor: LocalSupervisor, node_rank: int) -> None:
-        self.sup = supervisor
+        self.router = supervisor.router
         self.node = node_rank
-        self.in_root_cause = False
-        self.root: dict[str, int] = {}
-        self.summary = failures.ElasticSummary()  # every failed rank torchrun lists
+        self.prefix = supervisor.node(node_rank).prefix
         self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
 
     def feed(self, raw: str, stream: str) -> None:
-        line = raw.rstrip("\n")
-        match = _PREFIX.match(line)
-        if match:
-            local = int(match.group(1))
+        local = self.router.torchrun_line(self.node, self.prefix, raw.rstrip("\n"))
+        if local is not None:
             self.told[(local, stream)] = self.told.get((local, stream), 0) + 1
-            self.rank_line(local, match.group(2))
-            return
-        self.sup.agent_line(self.node, line)
-        self.summary.feed(line)
-        if "Root Cause" in line:
-            self.in_root_cause = True
-        elif self.in_root_cause:
-            if m := _ROOT_RANK.match(line):
-                self.root["rank"], self.root["local_rank"] = int(m.group(1)), int(m.group(2))
-            elif m := _ROOT_EXIT.match(line):
-                self.root["exit_code"] = int(m.group(1))
-                self.in_root_cause = False
 
     def rank_line(self, local: int, text: str) -> None:
-        rank = self.node * self.sup.plan.nproc_per_node + local
-        shown = self.sup.show(local)
-        prefix = self.sup.node(self.node).prefix
-        self.sup.emit(rank, f"{prefix}:{rank}| {text}" if shown else None, text)
+        rank = self.node * self.router.nproc_per_node + local
+        self.router.rank_line(self.prefix, rank, text)
 
     def catch_up(self, files: list[tuple[int, str, Path]]) -> None:
         """Lines torchrun's tee never passed on: its tail thread can stop before it read a
@@ -178,59 +96,24 @@ class LocalSupervisor:
         show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
-        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
-        self.console = console or sys.stdout
         self.grace = grace
         self.on_start = on_start
         self.logs = plan.run_dir / "logs"
-        self._lock = threading.Lock()
-        self._files: dict[str, IO[str]] = {}
-        self._unwritable: set[str] = set()
-        self._last_error: dict[int, str] = {}
-        self._last_agent_line: dict[int, str] = {}
         self._stop_signal: int | None = None
         self.stall = (
             StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
+        )
+        self.router = LogRouter(
+            self.logs,
+            console or sys.stdout,
+            plan.nproc_per_node,
+            show,
+            on_rank_output=self.stall.saw_output if self.stall else None,
         )
 
     def node(self, node_rank: int) -> NodeCommand:
         """The plan's node of that rank (a hand-started node's plan holds only its own)."""
         return next(n for n in self.plan.nodes if n.node_rank == node_rank)
-
-    def emit(self, rank: int, console_line: str | None, text: str) -> None:
-        """One rank's line: to the console with its ``node:rank`` prefix (None: filtered out),
-        whole to its log."""
-        with self._lock:
-            if console_line is not None:
-                self.console.write(console_line + "\n")
-                self.console.flush()
-            self._log(f"rank{rank}.log", text)
-            if m := _EXCEPTION.match(text.strip()):
-                self._last_error[rank] = m.group(1)[:300]
-        if self.stall:
-            self.stall.saw_output()
-
-    def agent_line(self, node: int, line: str) -> None:
-        with self._lock:
-            self._log(f"node{node}.agent.log", line)
-            if line.strip():
-                self._last_agent_line[node] = line.strip()[:300]
-
-    def _log(self, name: str, line: str) -> None:
-        """A line to a log file; a failed write (a full disk) is said once per file and the
-        output keeps flowing (a reader that stopped would stall the ranks on a full pipe)."""
-        try:
-            self._file(name).write(line + "\n")
-        except OSError as err:
-            if name not in self._unwritable:
-                self._unwritable.add(name)
-                self.console.write(f"noderun: warning: {os_error_line(err)} ({name})\n")
-                self.console.flush()
-
-    def _file(self, name: str) -> IO[str]:
-        if name not in self._files:
-            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
-        return self._files[name]
 
     def _pump(self, stream: IO[str], sink: _NodeOutput, name: str) -> None:
         for line in iter(stream.readline, ""):
@@ -255,7 +138,7 @@ class LocalSupervisor:
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
 
-    def run(self) -> RunResult:
+    def run(self) -> Result:
         self.logs.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError, AttributeError):
             # orphaned workers (their agent killed) come back to us, so none escapes teardown
@@ -315,35 +198,31 @@ class LocalSupervisor:
             self._catch_up(sinks, threads, before)
             for s, handler in previous.items():
                 signal.signal(s, handler)
-            with self._lock:
-                for handle in self._files.values():
-                    with contextlib.suppress(OSError):
-                        handle.close()
-                self._files.clear()
+            self.router.close()
         codes = {n: p.returncode for n, p in procs.items()}
-        result = RunResult(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - start)
+        result = Result(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - start)
         if self._stop_signal is not None:
             result.interrupted_by = signal.Signals(self._stop_signal).name
             result.exit_code = 128 + self._stop_signal
         elif self.stall and self.stall.killed:
             result.exit_code, result.stalled = EXIT_STALLED, self.stall.report
         elif failed_node is not None:
-            failed_node = self._root_node(failed_nodes, sinks)
-            root = sinks[failed_node].root
-            failure = RankFailure(
+            failed_node = self._root_node(failed_nodes)
+            cause = self._cause(failed_node)
+            failure = Failure(
                 node_rank=failed_node,
-                rank=root.get("rank"),
-                local_rank=root.get("local_rank"),
-                exit_code=root.get("exit_code", codes[failed_node]),
+                rank=cause.rank if cause else None,
+                local_rank=cause.local_rank if cause else None,
+                exit_code=cause.exit_code if cause else codes[failed_node],
             )
-            failure = self._first_failure(failure, sinks)
+            failure = self._first_failure(failure)
             if failure.rank is not None and failure.error is None:
-                failure.error = self._last_error.get(failure.rank)
-            node = self.node(failure.node_rank)
+                failure.error = self.router.last_error.get(failure.rank)
+            node = self.node(failed_node if failure.node_rank is None else failure.node_rank)
             if node.remote:
                 failure.host = node.host
-                if failure.rank is None and codes[failure.node_rank] == SSH_FAILED:
-                    failure.error = failure.error or self._last_agent_line.get(node.node_rank)
+                if failure.rank is None and codes[node.node_rank] == SSH_FAILED:
+                    failure.error = failure.error or self.router.last_agent_line.get(node.node_rank)
             result.failure = failure
             result.exit_code = 1
         return result
@@ -373,40 +252,41 @@ class LocalSupervisor:
             time.sleep(0.05)
         return seen
 
-    def _root_node(self, failed: list[int], sinks: dict[int, _NodeOutput]) -> int:
-        """The first failed node whose root-cause rank did not just lose a peer."""
+    def _cause(self, node: int) -> WorkerExit | None:
+        """The worker of ``node`` whose exit (torchrun's worker events) most likely started it."""
+        secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
+        return first_exit(self.router.worker_exits.get(node, []), secondary)
+
+    def _root_node(self, failed: list[int]) -> int:
+        """The first failed node whose failing worker did not just lose a peer."""
         secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
         for node in failed:
-            if sinks[node].root.get("rank") not in secondary:
+            cause = self._cause(node)
+            if cause is None or cause.rank not in secondary:
                 return node
         return failed[0]
 
-    def _first_failure(self, observed: RankFailure, sinks: dict[int, _NodeOutput]) -> RankFailure:
-        """The rank that failed first for its own reason (failures.first_failure), from the
-        ranks' error records, torchrun's summaries and the ranks' own error lines."""
-        records = failures.read_all(self.logs)
-        per_rank = {c.rank: c for c in failures.candidates_of(records)}
-        for node, sink in sinks.items():
-            for c in sink.summary.candidates(node, self._last_error):
-                per_rank.setdefault(c.rank, c)
-        nproc = self.plan.nproc_per_node
-        for rank, error in self._last_error.items():
-            per_rank.setdefault(rank, failures.Candidate(rank // nproc, rank, error=error))
-        if observed.rank is not None:
-            per_rank.setdefault(
-                observed.rank,
+    def _first_failure(self, observed: Failure) -> Failure:
+        """The rank that failed first for its own reason (failures.first_failure, one rule for
+        every backend) over the ranks' error records, torchrun's worker events and the ranks'
+        own error lines; ``observed`` when none of them names a cause of its own."""
+        extra = []
+        if observed.rank is not None and observed.node_rank is not None:
+            extra.append(
                 failures.Candidate(
                     observed.node_rank,
                     observed.rank,
                     exit_code=observed.exit_code,
-                    error=self._last_error.get(observed.rank, ""),
-                ),
+                    error=self.router.last_error.get(observed.rank, ""),
+                )
             )
-        first = failures.first_failure(per_rank.values())
+        nproc = self.plan.nproc_per_node
+        first, record = ranked_failure(
+            self.logs, self.router.worker_exits, self.router.last_error, lambda r: r // nproc, extra
+        )
         if first is None or first.rank is None or first.consequence:
             return observed
-        record = next((r for r in records if r.rank == first.rank), None)
-        return RankFailure(
+        return Failure(
             node_rank=first.node_rank,
             rank=first.rank,
             local_rank=first.rank % nproc,
@@ -479,3 +359,64 @@ def tail(path: Path, lines: int = 20) -> list[str]:
         return path.read_text(errors="replace").splitlines()[-lines:]
     except OSError:
         return []
+
+
+class LocalBackend:
+    """Simulated nodes on this machine, or the one node started here by hand: the plan's
+    agents, run and torn down as one gang by ``LocalSupervisor``."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        command: list[str],
+        stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.command = command
+        self.stall = stall
+        self.show = show
+
+    @property
+    def run_dir(self) -> Path:
+        return self.plan.run_dir
+
+    def banner(self) -> str:
+        plan = self.plan
+        return (
+            f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
+            f"master {plan.master_addr}:{plan.master_port}, run dir {plan.run_dir}"
+        )
+
+    def describe(self) -> RunRecord:
+        plan = self.plan
+        remote = any(node.remote for node in plan.nodes)
+        return RunRecord(
+            command=self.command,
+            backend="ssh" if remote else "local",
+            script=plan.script,
+            script_args=list(plan.script_args),
+            entry=plan.entry.value,
+            topology=RunShape(
+                nnodes=plan.nnodes,
+                nproc_per_node=plan.nproc_per_node,
+                world_size=plan.world_size,
+                master_addr=plan.master_addr,
+                master_port=plan.master_port,
+            ),
+            hosts=[n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
+            versions=versions(),
+            cwd=os.getcwd(),
+            start_time=rundir.now_iso(),
+        )
+
+    def run(self) -> Result:
+        return LocalSupervisor(self.plan, stall=self.stall, show=self.show).run()
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        record.node_exit_codes = {str(k): v for k, v in result.node_exit_codes.items()}
+        failure = result.failure
+        if failure and record.failure:  # where and why, as this backend knows it
+            record.failure.node_rank = failure.node_rank
+            record.failure.local_rank = failure.local_rank
+            record.failure.reason = failure.reason()

@@ -3,7 +3,6 @@ prefixes, and the first failure named by rank and host."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import re
@@ -16,64 +15,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from noderun import failures, proc_guard, timeline
+from noderun import failures, proc_guard, rundir, timeline
+from noderun.backends.local import LocalSupervisor
+from noderun.backends.log_router import LogRouter
+from noderun.backends.ports import require_free_port
+from noderun.backends.result import Failure, Result, first_exit, ranked_failure
 from noderun.backends.stall import StallWatcher
 from noderun.exit_codes import EXIT_STALLED
-from noderun.outcome import Outcome
+from noderun.plan.launch import Gang, plan_local
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.plan.stall import StallPolicy
+from noderun.run_record import RunRecord, RunShape
+from noderun.topology import port_for_job
 from noderun.topology.contract import job_token
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
-_WORKER = re.compile(r"^\[default(\d+)\]:(.*)$", re.DOTALL)  # torchrun --tee
-_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 _SRUN_EXIT = re.compile(r"Exited with exit code (\d+)")
 _NODE_ERROR = "noderun.node: error: "
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
-
-
-@dataclasses.dataclass
-class StepFailure:
-    """What went wrong first, as precisely as the output allows."""
-
-    summary: str  # one line, names rank and host when known
-    rank: int | None = None
-    log: str | None = None
-    exit_code: int | None = None  # the failing rank's own exit code, when known
-
-
-@dataclasses.dataclass
-class StepResult:
-    exit_code: int
-    srun_exit_code: int | None
-    duration: float
-    failure: StepFailure | None = None
-    interrupted_by: str | None = None
-
-    def outcome(self, run_dir: Path) -> Outcome:
-        """This result as the one outcome every backend returns."""
-        failure = self.failure
-        stalled = failure.summary if failure and self.exit_code == EXIT_STALLED else None
-        if stalled:
-            failure = None
-        return Outcome(
-            duration=self.duration,
-            failure=failure.summary if failure else None,
-            failure_exit=failure.exit_code if failure else None,
-            failure_rank=failure.rank if failure else None,
-            log=run_dir / "logs" / failure.log if failure and failure.log else None,
-            interrupted_by=self.interrupted_by,
-            interrupt_code=self.exit_code if self.interrupted_by else None,
-            stalled=stalled,
-        )
-
-
-def _signal_text(code: int) -> str:
-    with contextlib.suppress(ValueError):
-        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-    return f"killed by signal {-code}"
 
 
 class StepSupervisor:
@@ -88,16 +48,8 @@ class StepSupervisor:
         show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
-        self.show = show or (lambda _local_rank: True)  # torchrun's --local-ranks-filter
-        self.console = console or sys.stdout
         self.logs = plan.run_dir / "logs"
-        self._lock = threading.Lock()
-        self._files: dict[str, IO[str]] = {}
         self._node_errors: list[tuple[int, str]] = []  # (node or rank task, message)
-        self._root: dict[int, dict[str, int]] = {}  # node -> torchrun root cause
-        self._summaries: dict[int, failures.ElasticSummary] = {}  # node -> every failed rank
-        self._last_error: dict[int, str] = {}  # rank -> the last exception line it printed
-        self._in_root: set[int] = set()
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
         self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
@@ -109,71 +61,37 @@ class StepSupervisor:
             if stall and stall.enabled and job_id
             else None
         )
+        self.router = LogRouter(
+            self.logs,
+            console or sys.stdout,
+            plan.nproc_per_node,
+            show,
+            on_rank_output=self.stall.saw_output if self.stall else None,
+        )
 
     def _stop_step(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
-
-    def _file(self, name: str) -> IO[str]:
-        if name not in self._files:
-            self._files[name] = open(self.logs / name, "a", buffering=1)  # noqa: SIM115
-        return self._files[name]
-
-    def _write(self, console_line: str | None, log: str, text: str) -> None:
-        with self._lock:
-            if console_line is not None:
-                self.console.write(console_line + "\n")
-                self.console.flush()
-            self._file(log).write(text + "\n")
 
     def feed(self, raw: str) -> None:
         """One line of srun output: ``T: text`` (task T) or srun's own message."""
         line = raw.rstrip("\n")
         match = _LABEL.match(line)
         if not match:
-            self._write(line, "srun.log", line)
+            self.router.launcher_line("srun.log", line)
             if m := _SRUN_TASK.search(line):
                 self._srun_errors.append((m.group(1), m.group(2), m.group(3).strip()))
             return
         task, text = int(match.group(1)), match.group(2)
         if self.plan.mode is LaunchMode.SRUN:
-            node = self.plan.node_of_rank(task)
-            self._rank_line(node, task, text)
+            self.router.rank_line(str(self.plan.node_of_rank(task)), task, text)
             if text.startswith(_NODE_ERROR):
                 self._node_errors.append((task, text.removeprefix(_NODE_ERROR)))
-            return
-        worker = _WORKER.match(text)
-        if worker:
-            local = int(worker.group(1))
-            self._rank_line(task, task * self.plan.nproc_per_node + local, worker.group(2))
-            return
-        self._agent_line(task, text)
-
-    def _rank_line(self, node: int, rank: int, text: str) -> None:
-        if error := failures.exception_line(text):
-            self._last_error[rank] = error
-        shown = self.show(rank % self.plan.nproc_per_node)
-        self._write(f"{node}:{rank}| {text}" if shown else None, f"rank{rank}.log", text)
-        if self.stall:
-            self.stall.saw_output()
-
-    def _agent_line(self, node: int, text: str) -> None:
-        if text.startswith(_NODE_ERROR):
-            self._node_errors.append((node, text.removeprefix(_NODE_ERROR)))
-            self._write(f"{node}:-| {text}", f"node{node}.agent.log", text)
+        elif text.startswith(_NODE_ERROR):
+            self._node_errors.append((task, text.removeprefix(_NODE_ERROR)))
+            self.router.agent_line(task, text, console_line=f"{task}:-| {text}")
         else:
-            with self._lock:
-                self._file(f"node{node}.agent.log").write(text + "\n")
-        self._summaries.setdefault(node, failures.ElasticSummary()).feed(text)
-        if "Root Cause" in text:
-            self._in_root.add(node)
-        elif node in self._in_root:
-            root = self._root.setdefault(node, {})
-            if m := _ROOT_RANK.match(text):
-                root["rank"], root["local_rank"] = int(m.group(1)), int(m.group(2))
-            elif m := _ROOT_EXIT.match(text):
-                root["exit_code"] = int(m.group(1))
-                self._in_root.discard(node)
+            self.router.torchrun_line(task, str(task), text)
 
     def _pump(self, stream: IO[str]) -> None:
         for line in iter(stream.readline, ""):
@@ -189,7 +107,7 @@ class StepSupervisor:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signum)
 
-    def run(self) -> StepResult:
+    def run(self) -> Result:
         self.logs.mkdir(parents=True, exist_ok=True)
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         handlers.update({s: signal.signal(s, self._forward) for s in FORWARDED})
@@ -224,11 +142,8 @@ class StepSupervisor:
                 thread.join(timeout=10)
             for s, handler in handlers.items():
                 signal.signal(s, handler)
-            with self._lock:
-                for handle in self._files.values():
-                    handle.close()
-                self._files.clear()
-        result = StepResult(
+            self.router.close()
+        result = Result(
             exit_code=0 if code == 0 else 1, srun_exit_code=code, duration=time.monotonic() - start
         )
         if self._stop_signal is not None:
@@ -236,104 +151,99 @@ class StepSupervisor:
             result.exit_code = 128 + self._stop_signal
         elif self.stall and self.stall.killed:
             result.exit_code = EXIT_STALLED
-            result.failure = StepFailure(
-                f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
-            )
+            result.stalled = f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
         elif code != 0:
             result.failure = self.diagnose(code)
         return result
 
-    def diagnose(self, srun_code: int) -> StepFailure:
+    def diagnose(self, srun_code: int) -> Failure:
         """Name the first failure: a node entrypoint's error, a rank's, or srun's report."""
         plan = self.plan
         if self._node_errors:
             # the master's message names who never arrived; prefer it over the others'
             task, message = min(self._node_errors, key=lambda item: item[0])
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
-            return StepFailure(f"{message} [reported by node {node} ({plan.host_of(node)})]")
+            return Failure(said=f"{message} [reported by node {node} ({plan.host_of(node)})]")
         records = self._error_records()
         cause = self._first_failure()
         if cause is not None and cause.rank is not None and not cause.consequence:
             rank, node = cause.rank, plan.node_of_rank(cause.rank)
             error = records[rank][2] if rank in records else cause.error
-            how = (
-                f"failed first: {error}"
-                if error
-                else f"failed: {_signal_text(cause.exit_code or 1)}"
-            )
-            return StepFailure(
-                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                f"{rank % plan.nproc_per_node}) {how}",
+            code = self._exit_codes.get(rank, cause.exit_code)
+            return Failure(
+                node_rank=node,
                 rank=rank,
+                local_rank=rank % plan.nproc_per_node,
+                host=plan.host_of(node),
+                error=error or None,
+                first=bool(error),
+                exit_code=1 if code is None and not error else code,
                 log=f"rank{rank}.log",
-                exit_code=self._exit_codes.get(rank, cause.exit_code),
             )
         primary = [r for r in records.values() if not failures.is_secondary(r[2])]
         if primary:
             _, rank, error = min(primary)
             node = plan.node_of_rank(rank)
-            return StepFailure(
-                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                f"{rank % plan.nproc_per_node}) failed first: {error}",
+            return Failure(
+                node_rank=node,
                 rank=rank,
-                log=f"rank{rank}.log",
+                local_rank=rank % plan.nproc_per_node,
+                host=plan.host_of(node),
+                error=error,
+                first=True,
                 exit_code=self._exit_codes.get(rank, self._srun_exit_of(rank)),
             )
-        # torchrun's root causes; a rank that only lost its peer is not the cause
+        # torchrun's worker events; a rank that only lost its peer is not the cause
+        secondary = {
+            rank for rank, (_, _, error) in records.items() if failures.is_secondary(error)
+        }
         causes = [
-            (root.get("exit_code", 1) >= 0, node, root)
-            for node, root in sorted(self._root.items())
-            if "rank" in root
-            and not failures.is_secondary(records.get(root["rank"], (0, 0, ""))[2])
+            (node, ended)
+            for node, exits in sorted(self.router.worker_exits.items())
+            if (ended := first_exit(exits, secondary)) is not None and ended.rank not in secondary
         ]
         if causes:
-            _, node, root = min(causes, key=lambda c: (c[0], c[1]))
-            rank = root["rank"]
-            return StepFailure(
-                f"rank {rank} (node {node} on {plan.host_of(node)}, local rank "
-                f"{root['local_rank']}) failed: {_signal_text(root.get('exit_code', 1))}",
-                rank=rank,
-                log=f"rank{rank}.log",
-                exit_code=root.get("exit_code"),
+            node, ended = min(causes, key=lambda c: (*c[1].cause_order(), c[0]))
+            return Failure(
+                node_rank=node,
+                rank=ended.rank,
+                local_rank=ended.local_rank,
+                host=plan.host_of(node),
+                exit_code=ended.exit_code,
             )
         if self._srun_errors:
             host, tasks, text = self._srun_errors[0]
             what = "rank" if plan.mode is LaunchMode.SRUN else "node"
             first = int(tasks.split(",")[0].split("-")[0])
-            code = _SRUN_EXIT.search(text)
-            return StepFailure(
-                f"{what} {first} on {host} failed: {text}",
+            found = _SRUN_EXIT.search(text)
+            return Failure(
+                said=f"{what} {first} on {host} failed: {text}",
                 rank=first if plan.mode is LaunchMode.SRUN else None,
                 log=f"rank{first}.log" if plan.mode is LaunchMode.SRUN else "srun.log",
-                exit_code=int(code.group(1)) if code and plan.mode is LaunchMode.SRUN else None,
+                exit_code=int(found.group(1)) if found and plan.mode is LaunchMode.SRUN else None,
             )
-        return StepFailure(f"srun ended with exit code {srun_code}", log="srun.log")
+        return Failure(said=f"srun ended with exit code {srun_code}", log="srun.log")
 
     def _first_failure(self) -> failures.Candidate | None:
-        """failures.first_failure over the ranks' error records, torchrun's summaries, srun's
-        task reports (srun mode) and the exception lines the ranks printed."""
-        plan = self.plan
-        per_rank = {c.rank: c for c in failures.candidates_of(failures.read_all(self.logs))}
-        for node, summary in self._summaries.items():
-            for c in summary.candidates(node, self._last_error):
-                per_rank.setdefault(c.rank, c)
+        """failures.first_failure over the ranks' error records, torchrun's worker events,
+        srun's task reports (srun mode) and the exception lines the ranks printed."""
+        plan, last_error = self.plan, self.router.last_error
+        reported = []
         if plan.mode is LaunchMode.SRUN:
             for _, tasks, text in self._srun_errors:
-                for rank in sorted(_task_ids(tasks)):
-                    per_rank.setdefault(
+                reported += [
+                    failures.Candidate(
+                        plan.node_of_rank(rank),
                         rank,
-                        failures.Candidate(
-                            plan.node_of_rank(rank),
-                            rank,
-                            exit_code=failures.srun_exit_code(text),
-                            error=self._last_error.get(rank, ""),
-                        ),
+                        exit_code=failures.srun_exit_code(text),
+                        error=last_error.get(rank, ""),
                     )
-        for rank, error in self._last_error.items():
-            per_rank.setdefault(
-                rank, failures.Candidate(plan.node_of_rank(rank), rank, error=error)
-            )
-        return failures.first_failure(per_rank.values())
+                    for rank in sorted(_task_ids(tasks))
+                ]
+        first, _ = ranked_failure(
+            self.logs, self.router.worker_exits, last_error, plan.node_of_rank, reported
+        )
+        return first
 
     def _error_records(self) -> dict[int, tuple[float, int, str]]:
         """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""
@@ -360,3 +270,97 @@ def _task_ids(text: str) -> set[int]:
         if first.isdigit():
             ids.update(range(int(first), int(last or first) + 1))
     return ids
+
+
+class StepBackend:
+    """The ranks of a SLURM allocation: one srun step over its nodes, or, for one node in
+    torchrun mode run from that node, torchrun directly (as ``noderun run`` locally)."""
+
+    def __init__(
+        self,
+        step: StepPlan,
+        job_id: str,
+        command: list[str],
+        direct: bool = False,
+        stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
+        restart_count: int = 0,
+    ) -> None:
+        self.step = step
+        self.job_id = job_id
+        self.command = command
+        self.direct = direct
+        self.stall = stall
+        self.show = show
+        self.restart_count = restart_count  # SLURM's: how often the job was requeued
+
+    @property
+    def run_dir(self) -> Path:
+        return self.step.run_dir
+
+    @property
+    def master_port(self) -> int:
+        return self.step.master_port or port_for_job(self.job_id)
+
+    def banner(self) -> str:
+        step = self.step
+        return (
+            f"noderun: SLURM job {self.job_id}: {step.nnodes} node(s) x {step.nproc_per_node} = "
+            f"{step.world_size} ranks ({step.mode.value} mode) on {', '.join(step.hosts)}; "
+            f"run dir {step.run_dir}"
+        )
+
+    def describe(self) -> RunRecord:
+        """This attempt, on top of what `noderun submit` (or a requeued job's earlier start)
+        recorded there; how an earlier attempt ended is not this one's."""
+        step = self.step
+        record = rundir.read_record(step.run_dir) or RunRecord(backend="slurm")
+        return dataclasses.replace(
+            record.unended(),
+            command=self.command,
+            backend="slurm",
+            mode=step.mode.value,
+            job_id=self.job_id,
+            restart_count=self.restart_count,
+            script=step.script,
+            script_args=list(step.script_args),
+            entry=step.entry.value,
+            topology=RunShape(
+                nnodes=step.nnodes,
+                nproc_per_node=step.nproc_per_node,
+                world_size=step.world_size,
+                master_addr=step.hosts[0],
+                master_port=self.master_port,
+            ),
+            hosts=list(step.hosts),
+            launch="torchrun" if self.direct else "srun",
+            step_command=None if self.direct else step.srun_argv(),
+            cwd=os.getcwd(),
+            status="running",
+            start_time=rundir.now_iso(),
+        )
+
+    def run(self) -> Result:
+        step = self.step
+        (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for rank in range(step.world_size):  # one log per rank, even for a rank that is silent
+            (step.run_dir / "logs" / f"rank{rank}.log").touch()
+        if not self.direct:
+            return StepSupervisor(step, stall=self.stall, job_id=self.job_id, show=self.show).run()
+        gang = Gang(
+            nnodes=1,
+            nproc_per_node=step.nproc_per_node,
+            master_addr="127.0.0.1",
+            master_port=require_free_port(self.master_port),
+            run_dir=step.run_dir,
+            script=step.script,
+            script_args=step.script_args,
+            run_id=step.run_id or self.job_id,
+            entry=step.entry,
+        )
+        plan = plan_local(gang, dict(step.env))
+        return LocalSupervisor(plan, stall=self.stall, show=self.show).run()
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        if not self.direct:
+            record.srun_exit_code = result.srun_exit_code

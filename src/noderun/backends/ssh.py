@@ -21,13 +21,16 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from noderun.backends.local import SSH_FAILED
+from noderun.backends.local import SSH_FAILED, LocalBackend
+from noderun.backends.result import Result
 from noderun.errors import UsageError
 from noderun.plan import LaunchPlan
 from noderun.plan.ssh import ssh_argv
+from noderun.plan.stall import StallPolicy
+from noderun.run_record import RunRecord
 
 # runs on the host as `python -c CHECK GUARD PORT`; prints one line, exit 0 when all is well
 CHECK = r"""
@@ -260,3 +263,24 @@ def merge_file(tar: tarfile.TarFile, member: tarfile.TarInfo, run_dir: Path) -> 
     with source, open(target, "wb") as sink:
         shutil.copyfileobj(source, sink)
     return 1
+
+
+class SshBackend(LocalBackend):
+    """One node per SSH host: their agents run and stop as one gang from here, and what the
+    ranks wrote on a host without this run directory is copied back after each attempt."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        command: list[str],
+        config: str | None = None,
+        stall: StallPolicy | None = None,
+        show: Callable[[int], bool] | None = None,
+    ) -> None:
+        super().__init__(plan, command, stall, show)
+        self.config = config
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        if copied := copy_back(self.plan, self.config):
+            record.remote_files = copied
+        super().record(record, result)

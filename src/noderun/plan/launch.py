@@ -101,6 +101,8 @@ def torchrun_argv(
         f"--rdzv-id={run_id}",
         "--max-restarts=0",
         f"--log-dir={log_dir}",
+        # one JSON line per worker that ended: its rank and exit code, read by the supervisor
+        "--event-log-handler=console",
         "--redirects=3",
         "--tee=3",
         *agent_flags,

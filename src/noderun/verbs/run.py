@@ -7,15 +7,15 @@ import dataclasses
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 
 from noderun import disk_room, rundir, secret_env, timeline
 from noderun.backends import ssh
-from noderun.backends.local import LocalSupervisor, RunResult, tail
+from noderun.backends.local import LocalBackend, tail
 from noderun.backends.ports import free_port, require_free_port
-from noderun.outcome import Outcome, announce_restart, restart_refusal
-from noderun.plan import LaunchPlan
+from noderun.backends.result import Result
+from noderun.backends.supervise import Policy, supervise
+from noderun.outcome import Outcome
 from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_modes, run_slurm, run_ssh
 from noderun.verbs.launch_json import JSON_OPTION
@@ -150,29 +150,6 @@ def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0
     return dataclasses.replace(request, master_port=port)
 
 
-def _run_record(plan: LaunchPlan, argv: list[str]) -> dict[str, object]:
-    remote = any(node.remote for node in plan.nodes)
-    return {
-        "command": secret_env.masked_argv(argv),
-        "backend": "ssh" if remote else "local",
-        "script": plan.script,
-        "script_args": list(plan.script_args),
-        "entry": plan.entry.value,
-        "topology": {
-            "nnodes": plan.nnodes,
-            "nproc_per_node": plan.nproc_per_node,
-            "world_size": plan.world_size,
-            "master_addr": plan.master_addr,
-            "master_port": plan.master_port,
-        },
-        "hosts": [n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
-        "versions": run_slurm.versions(),
-        "cwd": os.getcwd(),
-        "status": "running",
-        "start_time": rundir.now_iso(),
-    }
-
-
 def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
     run_modes.refuse_other_ways(args, os.environ)  # an option for another way: refused
@@ -180,102 +157,58 @@ def main(args: argparse.Namespace) -> int:
     over_ssh = run_ssh.wanted(args)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun
         return run_slurm.main(args, flags=flags)
-    plan = _plan(args, flags)
-    args.run_dir = plan.run_dir  # a restart continues in the same run directory
+    backend = _backend(args, flags)
+    run_dir = args.run_dir = backend.run_dir  # a restart continues in the same run directory
     if args.dry_run:
-        print(plan)
+        print(backend.plan)
         return 0
-    record = _run_record(plan, sys.argv)
-    previous = rundir.reuse_or_refuse(plan.run_dir)
+    record = backend.describe()
+    previous = rundir.reuse_or_refuse(run_dir)
     if previous is not None:
-        record = rundir.next_attempt(previous, record)
-        attempt = len(previous.get("attempts") or []) + 2
+        record = previous.continued_by(record)
         print(
-            f"noderun: continuing the {previous.get('status')} run in {plan.run_dir} "
-            f"(attempt {attempt}); the script resumes if it is given --resume auto",
+            f"noderun: continuing the {previous.status} run in {run_dir} "
+            f"(attempt {len(record.attempts) + 1}); the script resumes if it is given "
+            "--resume auto",
             flush=True,
         )
-    run_json = plan.run_dir / rundir.RUN_JSON
-    if short := disk_room.shortfall(plan.run_dir):
+    if short := disk_room.shortfall(run_dir):
         print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
-    rundir.take_lock(plan.run_dir)
+    rundir.take_lock(run_dir)
     try:
-        return _supervise(args, flags, plan, record, run_json)
+        done = supervise(
+            backend,
+            Policy(flags.max_restarts),
+            record,
+            relaunch=lambda attempt: _backend(args, flags, attempt),
+            since=timeline.process_start(),
+        )
+        report_profile(run_dir, args)
+        _report(run_dir, done.result, done.outcome)
+        if done.record_error is not None:
+            raise done.record_error  # one line naming run.json and the errno (cli)
+        return done.outcome.exit_code
     finally:
-        rundir.release_lock(plan.run_dir)
+        rundir.release_lock(run_dir)
         if over_ssh:
-            ssh.close_connections([node.host for node in plan.nodes], args.ssh_config)
+            ssh.close_connections([node.host for node in backend.plan.nodes], args.ssh_config)
 
 
-def _plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LaunchPlan:
-    """Simulated nodes here, or one node per host over SSH: the request, materialized."""
+def _backend(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LocalBackend:
+    """Simulated nodes here, the node started here by hand, or one node per host over SSH."""
+    stall, show = stall_policy(args), flags.shown
+    command = secret_env.masked_argv(sys.argv)  # never a secret in run.json
     if run_ssh.wanted(args):
-        return run_ssh.build_plan(args, flags, attempt)
-    return run_request(args, flags, attempt).launch_plan()
+        plan = run_ssh.build_plan(args, flags, attempt)
+        return ssh.SshBackend(plan, command, args.ssh_config, stall, show)
+    return LocalBackend(run_request(args, flags, attempt).launch_plan(), command, stall, show)
 
 
-def _supervise(
-    args: argparse.Namespace,
-    flags: TorchrunFlags,
-    plan: LaunchPlan,
-    record: dict[str, object],
-    run_json: Path,
-) -> int:
-    """Run the gang; after a failure, start it again whole, up to --max-restarts times."""
-    attempt, previous = 0, None
-    since = timeline.process_start()
-    while True:
-        timeline.stamp(plan.run_dir, "launcher_started", "launcher", at=since)
-        rundir.write_json_atomic(run_json, record)
-        print(
-            f"noderun: {plan.nnodes} node(s) x {plan.nproc_per_node} = {plan.world_size} ranks, "
-            f"master {plan.master_addr}:{plan.master_port}, run dir {plan.run_dir}",
-            flush=True,
-        )
-        result = LocalSupervisor(plan, stall=stall_policy(args), show=flags.shown).run()
-        timeline.stamp(plan.run_dir, "teardown_done", "launcher")
-        if copied := ssh.copy_back(plan, getattr(args, "ssh_config", None)):  # SSH hosts only
-            record["remote_files"] = copied
-        outcome = result.outcome(plan.run_dir)
-        _record_outcome(record, result, outcome)
-        record["timeline"] = timeline.gather(plan.run_dir, since)
-        refusal = restart_refusal(outcome, previous, attempt, flags.max_restarts)
-        if refusal is not None:
-            if flags.max_restarts and outcome.status != "completed":
-                record["restart"] = f"not restarted: {refusal}"
-            try:
-                rundir.write_json_atomic(run_json, record)
-            except OSError:
-                _report(plan, result, outcome)  # how the run went, then why run.json says running
-                raise
-            report_profile(plan.run_dir, args)
-            _report(plan, result, outcome)
-            return outcome.exit_code
-        attempt, previous = attempt + 1, outcome
-        announce_restart(record, outcome, attempt, flags.max_restarts)
-        plan = _plan(args, flags, attempt)
-        since = time.time()
-        fresh = _run_record(plan, sys.argv)
-        fresh["restart_count"] = attempt
-        record = rundir.next_attempt(record, fresh)
-
-
-def _record_outcome(record: dict[str, object], result: RunResult, outcome: Outcome) -> None:
-    record.update(outcome.record(rundir.now_iso()))
-    record["node_exit_codes"] = {str(k): v for k, v in result.node_exit_codes.items()}
-    if result.failure and not result.stalled:  # where and why, as the local backend knows it
-        record["failure"].update(  # type: ignore[attr-defined]
-            node_rank=result.failure.node_rank,
-            local_rank=result.failure.local_rank,
-            reason=result.failure.reason(),
-        )
-
-
-def _report(plan: LaunchPlan, result: RunResult, outcome: Outcome) -> None:
+def _report(run_dir: Path, result: Result, outcome: Outcome) -> None:
     failure = result.failure
     if outcome.status == "failed" and failure is not None and failure.rank is None:
         assert outcome.log is not None
         for line in tail(outcome.log, 15):  # an agent failed: its own words
             print(f"  {line}", file=sys.stderr)
     done = outcome.status == "completed"
-    print(outcome.final_line(plan.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
+    print(outcome.final_line(run_dir), file=sys.stdout if done else sys.stderr, flush=True)

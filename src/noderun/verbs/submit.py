@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from noderun import disk_room, rundir, secret_env, timeline
@@ -14,6 +13,7 @@ from noderun.backends import slurm
 from noderun.errors import UsageError
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode
+from noderun.run_record import FOLLOW_STOPPED, Follower, RunRecord
 from noderun.topology.contract import job_token
 from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
@@ -205,25 +205,24 @@ def check_cluster(request: SubmitRequest) -> None:
         )
 
 
-def write_job(plan: SbatchPlan) -> Path:
-    """The script and a ``submitted`` run.json, written before sbatch sees them."""
+def write_job(plan: SbatchPlan, followed: bool = False) -> Path:
+    """The script and a ``submitted`` run.json, written before sbatch sees them; ``followed``:
+    this process follows the job and writes its accounting (the record names it)."""
     run_dir = plan.request.run_dir
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)  # sbatch --output needs it
     script = run_dir / SCRIPT_NAME
     script.write_text(str(plan))
-    record = {
-        "backend": "slurm",
-        "status": "submitted",
-        "command": secret_env.masked_argv(sys.argv),
-        "mode": plan.request.mode.value,
-        "sbatch_script": str(script),
-        "submit_time": rundir.now_iso(),
-    }
-    run_json = run_dir / rundir.RUN_JSON
-    previous = rundir.read_json(run_json) if run_json.exists() else None
-    rundir.write_json_atomic(
-        run_json, rundir.next_attempt(previous, record) if previous else record
+    record = RunRecord(
+        backend="slurm",
+        status="submitted",
+        command=secret_env.masked_argv(sys.argv),
+        mode=plan.request.mode.value,
+        sbatch_script=str(script),
+        submit_time=rundir.now_iso(),
+        follower=Follower.this_process() if followed else None,
     )
+    previous = rundir.read_record(run_dir)
+    rundir.write_record(run_dir, previous.continued_by(record) if previous else record)
     return script
 
 
@@ -256,7 +255,7 @@ def main(args: argparse.Namespace) -> int:
     created = not request.run_dir.exists()
     os.environ.update(job_token(os.environ))  # sbatch hands it to the job: its gate's token
     try:
-        job_id = slurm.sbatch(write_job(plan))
+        job_id = slurm.sbatch(write_job(plan, followed=args.wait))
     except BaseException:
         if created:  # nothing half-written: the run directory goes with the refused job
             shutil.rmtree(request.run_dir, ignore_errors=True)
@@ -277,22 +276,22 @@ class _Ending:
     often (a stat; the file is read again only when it changed)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / rundir.RUN_JSON
+        self.run_dir = run_dir
         self._seen: int | None = None
         self._ended = False
 
     def __call__(self) -> bool:
         try:
-            changed = self.path.stat().st_mtime_ns
+            changed = (self.run_dir / rundir.RUN_JSON).stat().st_mtime_ns
         except OSError:
             return False
         if changed != self._seen:
             self._seen = changed
             try:
-                status = rundir.read_json(self.path).get("status")
+                record = rundir.read_record(self.run_dir)
             except (OSError, ValueError):
                 return False
-            self._ended = status not in (None, "submitted", "running")
+            self._ended = record is not None and record.status != "" and record.ended
         return self._ended
 
 
@@ -301,7 +300,6 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
     run.json gets the job's whole timeline, from ``since`` (this command's start)."""
     console = run_dir / "logs" / f"slurm-{job_id}.out"
     offset = 0
-    marked = 0.0
 
     def copy_console() -> None:
         nonlocal offset
@@ -322,21 +320,13 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
         reason = f" ({state.reason})" if state.reason not in ("", "None") else ""
         print(f"noderun: job {job_id} {state.state}{reason}", file=sys.stderr, flush=True)
 
-    def on_poll() -> None:
-        nonlocal marked
-        if time.monotonic() - marked > rundir.FOLLOW_FRESH / 4:
-            # the job's launcher leaves the accounting to this command (it lands after the job
-            # ended, not before: the job, and so this wait, ends sooner)
-            rundir.mark_followed(run_dir)
-            marked = time.monotonic()
-        copy_console()
-
     try:
         final = slurm.wait_for_job(
-            job_id, on_change=changed, on_poll=on_poll, ending=_Ending(run_dir)
+            job_id, on_change=changed, on_poll=copy_console, ending=_Ending(run_dir)
         )
     except KeyboardInterrupt:
-        rundir.unmark_followed(run_dir)  # the launcher writes the accounting itself
+        # the record names this command as the follower: the launcher writes the accounting
+        timeline.stamp(run_dir, FOLLOW_STOPPED, "submit")
         print(
             f"noderun: stopped following job {job_id}; it keeps running "
             f"(`scancel {job_id}` stops it); run dir {run_dir}",
@@ -345,22 +335,20 @@ def follow(job_id: str, run_dir: Path, since: float = 0.0) -> int:
         return 130
     timeline.stamp(run_dir, "job_end_seen", "submit")
     copy_console()
-    run_json = run_dir / rundir.RUN_JSON
-    record = rundir.read_json(run_json) if run_json.exists() else {}
-    if record.get("status") in ("submitted", "running"):  # the job never got to say
-        record.update(status=final.status, job_id=job_id, exit_code=final.shell_exit_code)
+    record = rundir.read_record(run_dir) or RunRecord(backend="slurm", status="")
+    if not record.ended:  # the job never got to say
+        record.status, record.job_id = final.status, job_id
+        record.exit_code = final.shell_exit_code
     code = final.shell_exit_code
-    failure = record.get("failure") or {}
-    why = f": {failure['reason']}" if code and failure.get("reason") else ""
+    why = f": {record.failure.reason}" if code and record.failure else ""
     print(  # the result first; the accounting lands before this command returns
         f"noderun: job {job_id} {final.state}, exit code {code}{why}; run dir {run_dir}",
         file=sys.stderr if code else sys.stdout,
         flush=True,
     )
     slurm.write_sacct_summary(run_dir, job_id, job_final=True)
-    rundir.unmark_followed(run_dir)
     timeline.stamp(run_dir, "accounting_written", "submit")
     if since:
-        record["timeline"] = timeline.gather(run_dir, since)
-    rundir.write_json_atomic(run_json, record)
+        record.timeline = timeline.gather(run_dir, since)
+    rundir.write_record(run_dir, record)
     return code
