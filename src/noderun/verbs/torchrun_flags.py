@@ -205,8 +205,6 @@ AGENT_OPTIONS = tuple(
               help="torchrun agent: grace before SIGKILL of workers (torchrun's 30)"),
         switch("--virtual-local-rank",
                help="torchrun agent: LOCAL_RANK 0 in every worker, CUDA_VISIBLE_DEVICES its GPU"),
-        value("--event-log-handler", env=False, metavar="NAME",
-              help="torchrun agent: a registered event logging handler (torchrun's null)"),
         value("--duplicate-stdout-filters", env=False, metavar="F,F…",
               help="torchrun agent: copy stdout lines matching any filter to a file"),
         value("--duplicate-stderr-filters", env=False, metavar="F,F…",
@@ -224,6 +222,12 @@ REFUSED_OPTIONS = (
             "and reads torchrun's own prefix to tell the ranks' lines apart",
             hint="drop it (each rank's lines are also in <run dir>/logs/rank<N>.log)",
         )
+    ),
+    refused(
+        "--event-log-handler",
+        problem="is taken: noderun reads torchrun's worker events on its console handler to "
+        "name the rank that failed first",
+        hint="drop it (the failed rank is named on the last line and in run.json)",
     ),
     refused(
         "--print-completion",
