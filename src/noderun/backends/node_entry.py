@@ -215,6 +215,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             noun="nodes" if spec.mode is LaunchMode.TORCHRUN else "ranks",
             by_hand=not in_slurm_step(env),
             listener=listener,
+            terms=f"--nproc-per-node={spec.nproc_per_node} --mode={spec.mode.value}",
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")

@@ -42,6 +42,10 @@ class GateError(RendezvousTimeoutError):
     """The check-in failed: someone never arrived, or the master was unreachable."""
 
 
+class GateRefusal(UsageError):
+    """Participants were started with different command lines (``terms``): exit 2."""
+
+
 def _send_line(conn: socket.socket, text: str) -> None:
     with contextlib.suppress(OSError):
         conn.sendall(text.replace("\n", " ").encode() + b"\n")
@@ -79,6 +83,7 @@ class NodeGate:
         noun: str = "nodes",
         by_hand: bool = False,
         listener: socket.socket | None = None,
+        terms: str = "",
     ) -> None:
         self.index = index
         self.total = total
@@ -92,6 +97,10 @@ class NodeGate:
         # participant 0 may bring its own listening socket: it stays open after the gate
         # (the step's store is served on it next, with no moment where the port is free)
         self.listener = listener
+        # what every participant must agree on (e.g. ``--nproc-per-node=4 --mode=torchrun``):
+        # a participant started otherwise is refused at the check-in, before torch starts
+        self.terms = terms
+        self.refusal: GateRefusal | None = None
 
     @property
     def where(self) -> str:
@@ -122,6 +131,10 @@ class NodeGate:
                 except TimeoutError:
                     continue
                 self._admit(conn, arrived)
+            if self.refusal is not None:
+                for conn, _ in arrived.values():
+                    _send_line(conn, f"REFUSE {self.refusal}")
+                raise self.refusal
             if len(arrived) < self.total - 1:
                 missing = [i for i in range(1, self.total) if i not in arrived]
                 error = self._timeout_error(missing, arrived)
@@ -139,11 +152,19 @@ class NodeGate:
                 listener.close()
 
     def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
-        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=2)
-        if len(words) != 3 or words[0] != "HELLO" or not words[1].isdigit():
+        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=3)
+        if len(words) < 3 or words[0] != "HELLO" or not words[1].isdigit():
             conn.close()  # not one of ours (a port scanner, another job): ignore it
             return
-        index, host = int(words[1]), words[2]
+        index, host, terms = int(words[1]), words[2], (words[3] if len(words) > 3 else "")
+        if terms != self.terms and 0 < index < self.total and self.refusal is None:
+            # the others are still let in, so every participant hears why and exits 2
+            self.refusal = GateRefusal(
+                f"{self.describe(index)} was started with `{terms or 'no options'}` but "
+                f"{self.describe(0)} with `{self.terms or 'no options'}`",
+                "give every node the same noderun options (srun runs one command line on "
+                "every node)",
+            )
         if not 0 < index < self.total or index in arrived:
             other = self.host if index == 0 else arrived[index][1] if index in arrived else "?"
             error = GateError(
@@ -193,12 +214,14 @@ class NodeGate:
                 pause = min(pause * 1.5, _JOIN_RETRY_SECONDS)
                 continue
             with conn:
-                _send_line(conn, f"HELLO {self.index} {self.host}")
+                _send_line(conn, f"HELLO {self.index} {self.host} {self.terms}".rstrip())
                 answer = _read_line(conn, self.join_timeout + _READ_TIMEOUT)
             if answer == "GO":
                 return
             if answer.startswith("ABORT "):
                 raise GateError(answer.removeprefix("ABORT "))
+            if answer.startswith("REFUSE "):
+                raise GateRefusal(answer.removeprefix("REFUSE "))
             last_error = "the master closed the connection"
             time.sleep(_RETRY_SECONDS)
         raise GateError(

@@ -17,7 +17,7 @@ from noderun.backends.ports import free_port, require_free_port
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
-from noderun.verbs import run_slurm, run_ssh
+from noderun.verbs import run_in_step, run_slurm, run_ssh
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
@@ -166,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
     flags = read_flags(args)
     os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     over_ssh = run_ssh.wanted(args)
+    if run_in_step.wanted(args, os.environ):  # `srun noderun run`: one node of the step's job
+        return run_in_step.main(args, flags, os.environ)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun
         return run_slurm.main(args, flags=flags)
     plan = _plan(args, flags)
