@@ -22,6 +22,7 @@ import atexit
 import builtins
 import contextlib
 import importlib.machinery
+import importlib.util
 import os
 import runpy
 import signal
@@ -181,6 +182,19 @@ def _stamp(stage: str) -> None:
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
+def _watch_group() -> None:
+    """Note whether the script forms one process group (``group_watch.py``, loaded by path:
+    nothing of noderun's package is imported before the script)."""
+    path = os.path.join(os.path.dirname(ENTRY), "group_watch.py")
+    spec = importlib.util.spec_from_file_location("_noderun_group_watch", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    with contextlib.suppress(Exception):  # best effort: never stop the rank
+        spec.loader.exec_module(module)
+        module.install(_first(RUN_DIR_VARIABLES), os.environ.get("RANK"))
+
+
 def _whole_line_stdio() -> None:
     """Every line the script prints reaches the file descriptor at once, in one write.
 
@@ -200,6 +214,7 @@ def main(argv: list[str]) -> NoReturn:
     which set ``os.environ`` for the rank)."""
     _whole_line_stdio()
     _stamp("rank_started")
+    _watch_group()
     status = _run(argv)
     _stamp("rank_exited")
     _finish(status)

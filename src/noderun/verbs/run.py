@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import group_watch, rundir, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalSupervisor, RunResult, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -234,7 +234,7 @@ def _supervise(
             rundir.write_json_atomic(run_json, record)
             report_profile(plan.run_dir, args)
             _report(plan, result, outcome)
-            return outcome.exit_code
+            return group_watch.report(plan.run_dir, plan.world_size, plan.nnodes, outcome.exit_code)
         attempt, previous = attempt + 1, outcome
         announce_restart(record, outcome, attempt, flags.max_restarts)
         plan = _plan(args, flags, attempt)

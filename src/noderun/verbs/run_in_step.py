@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import group_watch, rundir, timeline
 from noderun.backends.slurm import write_sacct_summary
 from noderun.backends.slurm_step import StepFailure, StepResult, StepSupervisor
 from noderun.errors import NoderunError, UsageError
@@ -299,7 +299,7 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
         return 2  # the entry refused the command line (its one line is already out)
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
-    return outcome.exit_code
+    return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
 
 
 def _refused(failure: StepFailure | None) -> bool:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from noderun import rundir, timeline
+from noderun import group_watch, rundir, timeline
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.ports import require_free_port
 from noderun.backends.slurm import hostnames, write_sacct_summary
@@ -227,7 +227,7 @@ def main(
         timeline.stamp(step.run_dir, "accounting_written", "launcher")
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
-    return outcome.exit_code
+    return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
 
 
 def versions() -> dict[str, str]:
