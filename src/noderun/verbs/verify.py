@@ -70,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
     # imported here: `noderun --help` must not pay for importing torch
     from noderun.errors import UsageError
     from noderun.verify import Expectations, verify_run_dir
+    from noderun.verify.plain_job import verify_if_plain
     from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
     required = {name for item in args.require for name in item.split(",") if name}
@@ -87,6 +88,8 @@ def main(args: argparse.Namespace) -> int:
         skip=frozenset(args.skip),
         require=frozenset(required),
     )
+    if (code := verify_if_plain(args.target, expect, print_report, args.json)) is not None:
+        return code  # a SLURM job that noderun did not start: judged from what SLURM knows
     run_dir = resolve_target(args.target)
     report = verify_run_dir(run_dir, expect)
     if args.json:
