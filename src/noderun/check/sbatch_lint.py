@@ -15,6 +15,8 @@ import re
 import shlex
 from collections.abc import Iterator
 
+from noderun.check.noderun_step import noderun_under_srun
+
 _PER_TASK_VARS = ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID")
 _GLOBAL_RANK_VARS = ("SLURM_PROCID", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 _TORCHRUN = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
@@ -297,6 +299,9 @@ def _check_launch(
             "start one torchrun per node: srun --ntasks-per-node=1 bash -c 'torchrun "
             "--node_rank=$SLURM_NODEID …' (single quotes), or `noderun submit`",
         )
+    if under_srun:  # `srun noderun run`: right with one agent per node (check/noderun_step.py)
+        for code, problem, fix in noderun_under_srun(words, program, res.tasks_per_node):
+            yield Finding(number, Severity.ERROR, code, problem, fix)
     if under_srun and kind == "python" and res.gpus_per_node is not None:
         per_node = res.tasks_per_node
         if per_node is not None and per_node != res.gpus_per_node:
