@@ -96,6 +96,18 @@ def test_ranks_that_never_formed_a_group_are_named_with_the_frameworks_fix(
     assert note is not None and "never called init_process_group" in note and fix in note
 
 
+def test_a_group_the_framework_did_not_use(tmp_path: Path) -> None:
+    """accelerate on CPU without ACCELERATE_USE_CPU: a group of 4 forms, each rank trains alone."""
+    (tmp_path / "logs").mkdir()
+    for rank in range(4):
+        record = {"rank": rank, "init_calls": 1, "world_size": 4,
+                  "frameworks": ["accelerate"], "framework_world": 1}  # fmt: skip
+        (tmp_path / "logs" / f"rank{rank}.group.json").write_text(json.dumps(record))
+    note = group_watch.not_one_group(tmp_path, 4, nnodes=2)
+    assert note is not None and "a group of 4 formed, but accelerate ran every rank" in note
+    assert "ACCELERATE_USE_CPU=1" in note
+
+
 def test_groups_of_one_and_a_real_group(tmp_path: Path) -> None:
     _records(tmp_path / "ones", [1, 1, 1])
     note = group_watch.not_one_group(tmp_path / "ones", 3)

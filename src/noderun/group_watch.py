@@ -86,15 +86,44 @@ def install(run_dir: str | None, rank: str | None) -> None:
     atexit.register(_write, Path(run_dir) / "logs" / f"rank{rank}{SUFFIX}", int(rank))
 
 
+def _framework_of(module_name: str) -> str | None:
+    return next((name for prefix, name in FRAMEWORKS if module_name.startswith(prefix)), None)
+
+
+def _frameworks_used() -> tuple[list[str], int | None]:
+    """The frameworks the script's own globals hold (a Fabric, a Trainer, an Accelerator, or
+    their classes), else those imported; and the smallest world one of them reported."""
+    used: set[str] = set()
+    worlds: list[int] = []
+    main = sys.modules.get("__main__")
+    for value in list(getattr(main, "__dict__", {}).values()):
+        kind = value if isinstance(value, type) else type(value)
+        name = _framework_of(getattr(kind, "__module__", "") or "")
+        if name is None:
+            continue
+        used.add(name)
+        with contextlib.suppress(Exception):
+            if not isinstance(value, type) and hasattr(value, "world_size"):
+                worlds.append(int(value.world_size))
+            elif not isinstance(value, type) and hasattr(value, "num_processes"):
+                worlds.append(int(value.num_processes))
+    if not used:
+        used = {name for module, name in FRAMEWORKS if module in sys.modules}
+        if "fabric" in used and "lightning" in used:
+            used.discard("lightning")  # `import lightning` loads both; Fabric is the smaller
+    return sorted(used), min(worlds) if worlds else None
+
+
 def _write(path: Path, rank: int) -> None:
     if "torch" not in sys.modules:
         return  # not a torch script: nothing to judge
+    frameworks, framework_world = _frameworks_used()
     record = {
         "rank": rank,
         "init_calls": _seen["init_calls"],
         "world_size": _seen["world_size"],
-        "frameworks": sorted({name for module, name in FRAMEWORKS if module in sys.modules}),
-        "accelerate_cpu": os.environ.get("ACCELERATE_USE_CPU", ""),
+        "frameworks": frameworks,
+        "framework_world": framework_world,  # what Fabric/Trainer/Accelerator said it ran on
     }
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +141,14 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict):
                 records.append(record)
     return records
+
+
+def _distributed(record: dict[str, Any]) -> bool:
+    """This rank took part in a group of more than one, and its framework (if any) knew it."""
+    framework_world = record.get("framework_world")
+    return int(record.get("world_size") or 0) > 1 and (
+        framework_world is None or int(framework_world) > 1
+    )
 
 
 def _fix(frameworks: set[str], nnodes: int, nproc: int) -> str:
@@ -143,16 +180,19 @@ def not_one_group(run_dir: Path, world_size: int, nnodes: int = 1) -> str | None
     records = read(run_dir)
     if len(records) < world_size:
         return None  # some rank left no record (not torch, or killed): nothing certain
-    biggest = max(int(r.get("world_size") or 0) for r in records)
-    if biggest > 1:
+    if any(_distributed(r) for r in records):
         return None
-    never = all(not r.get("init_calls") for r in records)
-    what = (
-        "the script never called init_process_group"
-        if never
-        else "each rank formed a process group of one"
-    )
+    biggest = max(int(r.get("world_size") or 0) for r in records)
     frameworks = {name for r in records for name in r.get("frameworks") or ()}
+    if all(not r.get("init_calls") for r in records):
+        what = "the script never called init_process_group"
+    elif biggest > 1:
+        what = (
+            f"a group of {biggest} formed, but {'/'.join(sorted(frameworks)) or 'the script'} "
+            "ran every rank as a single process"
+        )
+    else:
+        what = "each rank formed a process group of one"
     seen = f" ({', '.join(sorted(frameworks))} seen)" if frameworks else ""
     nproc = max(world_size // max(nnodes, 1), 1)
     return (
