@@ -11,5 +11,7 @@ model, optimizer = accelerator.prepare(model, optimizer)
 loss = model(torch.randn(8, 4)).pow(2).mean()
 accelerator.backward(loss)
 optimizer.step()
-print(f"accelerate processes {accelerator.num_processes} index {accelerator.process_index}",
-      flush=True)
+print(
+    f"accelerate processes {accelerator.num_processes} index {accelerator.process_index}",
+    flush=True,
+)

@@ -26,6 +26,7 @@ state = {"model": get_model_state_dict(model)}
 dcp.save(state, checkpoint_id=args.ckpt)
 dcp.load(state, checkpoint_id=args.ckpt)
 if dist.get_rank() == 0:
-    print(f"fsdp2 world {dist.get_world_size()} saved {sorted(os.listdir(args.ckpt))[:3]}",
-          flush=True)
+    print(
+        f"fsdp2 world {dist.get_world_size()} saved {sorted(os.listdir(args.ckpt))[:3]}", flush=True
+    )
 dist.destroy_process_group()

@@ -21,8 +21,14 @@ class BoringModel(LightningModule):
 
 
 devices = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-trainer = Trainer(accelerator="cpu", devices=devices, max_epochs=1, logger=False,
-                  enable_checkpointing=False, enable_progress_bar=False,
-                  enable_model_summary=False)
+trainer = Trainer(
+    accelerator="cpu",
+    devices=devices,
+    max_epochs=1,
+    logger=False,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+)
 trainer.fit(BoringModel(), DataLoader(TensorDataset(torch.randn(32, 8)), batch_size=8))
 print(f"lightning world {trainer.world_size} rank {trainer.global_rank}", flush=True)

@@ -46,7 +46,9 @@ class Trainer:
             if self.global_rank == 0:
                 snapshot = {"MODEL_STATE": self.model.module.state_dict(), "EPOCHS_RUN": epoch + 1}
                 torch.save(snapshot, self.snapshot_path)
-                print(f"Epoch {epoch} | Training snapshot saved at {self.snapshot_path}", flush=True)
+                print(
+                    f"Epoch {epoch} | Training snapshot saved at {self.snapshot_path}", flush=True
+                )
 
 
 def main():
@@ -56,14 +58,17 @@ def main():
     parser.add_argument("--fail-rank", type=int, default=-1)
     args = parser.parse_args()
     init_process_group(backend="gloo")
-    print(f"world {torch.distributed.get_world_size()} rank {torch.distributed.get_rank()}",
-          flush=True)
+    print(
+        f"world {torch.distributed.get_world_size()} rank {torch.distributed.get_rank()}",
+        flush=True,
+    )
     generator = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(64, 8, generator=generator), torch.randn(64, 1))
     loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data))
     model = torch.nn.Linear(8, 1)
-    trainer = Trainer(model, loader, torch.optim.SGD(model.parameters(), lr=0.01),
-                      args.snapshot, args.fail_rank)
+    trainer = Trainer(
+        model, loader, torch.optim.SGD(model.parameters(), lr=0.01), args.snapshot, args.fail_rank
+    )
     trainer.train(args.total_epochs)
     destroy_process_group()
 
