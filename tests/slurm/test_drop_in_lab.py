@@ -7,8 +7,11 @@ verified by job id."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +31,21 @@ def _lab() -> None:
     require_lab()
 
 
+@pytest.fixture
+def lab_dir() -> Iterator[Path]:
+    """A directory of our own: pytest's rotating tmp_path (kept for its 3 newest sessions) is
+    removed under a job minutes long when other sessions run pytest on this machine."""
+    path = Path(tempfile.mkdtemp(prefix="noderun-dropin-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _sbatch(tmp_path: Path, body: str, nodes: int = 2) -> tuple[str, str]:
     """Submit the user's script; wait for the job; (job id, its output)."""
     out = tmp_path / "job.out"
     script = tmp_path / "user.sbatch"
     script.write_text(
-        f"#!/bin/bash\n#SBATCH --nodes={nodes} --ntasks-per-node=1 --time=10\n"
+        f"#!/bin/bash\n#SBATCH --nodes={nodes} --ntasks-per-node=1 --cpus-per-task=2 --time=10\n"
         f"#SBATCH --output={out}\ncd {tmp_path}\nNR={NODERUN}\nW={USERS}\n{body}"
     )
     done = subprocess.run(
@@ -54,9 +66,11 @@ def _world_lines(run_dir: Path, world: int) -> list[str]:
     return sorted(lines)
 
 
-def test_users_batch_script_with_srun_noderun_run(tmp_path: Path) -> None:
+@pytest.mark.timeout(900)  # nine steps, and the shared lab's queue before them
+def test_users_batch_script_with_srun_noderun_run(lab_dir: Path) -> None:
+    tmp_path = lab_dir
     body = """\
-srun --ntasks-per-node=2 $NR run --nproc-per-node 2 --run-dir bad-agents \\
+srun -n 4 --ntasks-per-node=2 --cpus-per-task=1 $NR run --nproc-per-node 2 --run-dir bad-agents \\
     $W/multinode_snapshot.py 1; echo "STEP bad-agents rc=$?"
 srun bash -c 'exec "$0" run --nproc-per-node $((SLURM_NODEID+1)) --run-dir bad-nproc \\
     "$1"/multinode_snapshot.py 1' $NR $W; echo "STEP bad-nproc rc=$?"
@@ -139,7 +153,7 @@ srun $NR run --run-dir lightning $W/lightning_no_num_nodes.py 1; echo "STEP ligh
     assert "num_nodes" in lightning["failure"]["summary"]
 
 
-def test_plain_sbatch_job_is_verified_from_what_slurm_knows(tmp_path: Path) -> None:
+def test_plain_sbatch_job_is_verified_from_what_slurm_knows(lab_dir: Path) -> None:
     """No noderun in the job at all: verify JOBID and explain JOBID read SLURM's record and the
     job's own output file; a rank that raised fails the job and is named."""
     body = (
@@ -153,7 +167,7 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
         + """ $W
 """
     )
-    job_id, output = _sbatch(tmp_path, body)
+    job_id, output = _sbatch(lab_dir, body)
     assert "rank 1 hit a bad batch" in output
     verdict = noderun(["verify", job_id], timeout=120, cwd=ROOT)
     assert verdict.returncode == 1, verdict.stdout + verdict.stderr

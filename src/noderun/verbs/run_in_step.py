@@ -229,11 +229,14 @@ def _gather(step: StepPlan, facts: StepFacts, sup: StepSupervisor) -> dict[int, 
     return codes
 
 
-def _clear_results(step: StepPlan, facts: StepFacts) -> None:
-    """A requeued job runs its steps again: last time's results must not count."""
+def _clear_results(step: StepPlan, facts: StepFacts, since: float) -> None:
+    """A requeued job runs its steps again: last time's results (older than this task's start)
+    must not count; a task that already ended this time keeps its own."""
     for task in range(facts.tasks):
+        path = step.run_dir / "logs" / RESULT.format(task)
         with contextlib.suppress(FileNotFoundError):
-            (step.run_dir / "logs" / RESULT.format(task)).unlink()
+            if path.stat().st_mtime < since:
+                path.unlink()
 
 
 def _refuse(facts: StepFacts, err: NoderunError) -> int:
@@ -255,7 +258,7 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
     since = timeline.process_start()
     record: dict[str, object] = {}
     if leader:
-        _clear_results(step, facts)
+        _clear_results(step, facts, since)
         record = run_slurm._record(step, environ, direct=False)
         record.update(launch="srun noderun run", step_id=facts.step_id, step_command=None)
         timeline.stamp(step.run_dir, "launcher_started", "launcher", at=since)
