@@ -37,6 +37,7 @@ from noderun.verbs import run_slurm
 from noderun.verbs.torchrun_flags import NPROC_WORDS, TorchrunFlags, local_gpus, run_name
 
 RESULT = "task{}.result.json"
+_PEER_POLL_SECONDS = 0.5  # how often a task looks for another task's failure
 _GATHER_SECONDS = 60.0  # after task 0's own node ended: how long the other tasks may take
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -144,6 +145,16 @@ def build(
     return run_slurm.build_step(step_args, env, flags)
 
 
+def _failed_peer(logs: Path, me: int) -> int | None:
+    """Another task of this step that ended with a non-zero code, if any."""
+    for path in logs.glob("task*.result.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            found = json.loads(path.read_text())
+            if int(found["task"]) != me and int(found["exit_code"]) != 0:
+                return int(found["task"])
+    return None
+
+
 class _Child:
     """The node entry of this task, its output fed to a StepSupervisor (per-rank logs)."""
 
@@ -153,6 +164,8 @@ class _Child:
         self.label = facts.node if step.mode is LaunchMode.TORCHRUN else facts.task
         self.proc: subprocess.Popen[str] | None = None
         self.signalled: int | None = None
+        self.me = facts.task
+        self.stopped_for: int | None = None  # another task that failed first
 
     def _pump(self, stream: object) -> None:
         for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
@@ -164,6 +177,23 @@ class _Child:
             self.signalled = signum
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signum)
+
+    def _wait_or_stop(self) -> int:
+        """The child's exit code; once another task reported a failure, the child is stopped
+        (the user's srun may lack --kill-on-bad-exit: torchrun's agents would otherwise wait
+        in their exit barrier for 300 s)."""
+        assert self.proc is not None
+        logs = self.step.run_dir / "logs"
+        while True:
+            try:
+                return self.proc.wait(timeout=_PEER_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            failed = _failed_peer(logs, self.me)
+            if failed is not None:
+                self.stopped_for = failed
+                self.proc.send_signal(signal.SIGTERM)
+                return self.proc.wait()
 
     def run(self) -> int:
         handlers = {s: signal.signal(s, self._forward) for s in _FORWARDED}
@@ -183,7 +213,7 @@ class _Child:
             ]
             for pump in pumps:
                 pump.start()
-            code = self.proc.wait()
+            code = self._wait_or_stop()
             for pump in pumps:
                 pump.join(timeout=10)
         finally:
