@@ -60,7 +60,9 @@ def _check_steps(job_id: str, rows: list[dict[str, str]]) -> Check:
     if not rows:
         return skipped("steps", f"no accounting records of job {job_id} (sacct)")
     ran = [r for r in steps if not r["JobID"].endswith((".batch", ".extern"))]
-    bad = [r for r in steps if state_status(r.get("State", "")) not in ("completed", "running")]
+    # a failed srun step first: the batch step fails because of it
+    ordered = ran + [r for r in steps if r not in ran]
+    bad = [r for r in ordered if state_status(r.get("State", "")) not in ("completed", "running")]
     if bad:
         first = bad[0]
         return failed(
