@@ -38,6 +38,7 @@ from noderun.verbs.torchrun_flags import NPROC_WORDS, TorchrunFlags, local_gpus,
 
 RESULT = "task{}.result.json"
 _PEER_POLL_SECONDS = 0.5  # how often a task looks for another task's failure
+_STOP_GRACE_SECONDS = 5.0  # SIGTERM, then SIGKILL
 _GATHER_SECONDS = 60.0  # after task 0's own node ended: how long the other tasks may take
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -193,7 +194,13 @@ class _Child:
             if failed is not None:
                 self.stopped_for = failed
                 self.proc.send_signal(signal.SIGTERM)
-                return self.proc.wait()
+                try:
+                    return self.proc.wait(timeout=_STOP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    # torchrun's agent in its exit barrier sits in a C++ wait that defers the
+                    # signal for up to 300 s; its workers have already ended by then
+                    self.proc.kill()
+                    return self.proc.wait()
 
     def run(self) -> int:
         handlers = {s: signal.signal(s, self._forward) for s in _FORWARDED}
