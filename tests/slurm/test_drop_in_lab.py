@@ -158,6 +158,7 @@ srun $NR run --run-dir lightning $W/lightning_no_num_nodes.py 1; echo "STEP ligh
     assert "Trainer(num_nodes=2, devices=1)" in output
 
 
+@pytest.mark.timeout(600)  # the shared lab's queue
 def test_plain_sbatch_job_is_verified_from_what_slurm_knows(lab_dir: Path) -> None:
     """No noderun in the job at all: verify JOBID and explain JOBID read SLURM's record and the
     job's own output file; a rank that raised fails the job and is named."""
