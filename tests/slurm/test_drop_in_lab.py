@@ -177,7 +177,8 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
     assert "rank 1 hit a bad batch" in output
     verdict = noderun(["verify", job_id], timeout=120, cwd=ROOT)
     assert verdict.returncode == 1, verdict.stdout + verdict.stderr
-    assert f"SLURM job {job_id} (no noderun run directory)" in verdict.stdout
+    assert "judged_from=SLURM (no noderun run directory)" in verdict.stdout, verdict.stdout
+    assert f"run `noderun explain {job_id}`" in verdict.stdout
     assert re.search(r"job-state\s+FAIL\s+job \d+ ended FAILED", verdict.stdout), verdict.stdout
     assert re.search(r"steps\s+FAIL\s+step \d+\.0 FAILED", verdict.stdout), verdict.stdout
     assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout

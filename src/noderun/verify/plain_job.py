@@ -100,7 +100,8 @@ def _check_logs(record: JobRecord) -> tuple[Check, Check]:
     if verdict.failures:
         root = verdict.failures[0]
         where = f"{Path(root.evidence.file).name}:{root.evidence.line}"
-        return output, failed("rank-logs", f"{root.cause}: {root.summary} ({where})", root.fix)
+        detail = f"{root.cause}: {root.summary} ({where}: {root.evidence.text[:160]})"
+        return output, failed("rank-logs", detail, root.fix)
     return output, passed("rank-logs", "no failure signature in the job's output")
 
 
@@ -124,8 +125,9 @@ def _check_world(record: JobRecord, expect: Expectations) -> Check:
 def verify_job(record: JobRecord, expect: Expectations) -> Report:
     state = record.state
     report = Report(
-        f"SLURM job {record.job_id} (no noderun run directory)",
+        record.job_id,  # verify's closing hint: `noderun explain JOBID`
         facts={
+            "judged_from": "SLURM (no noderun run directory)",
             "slurm_job_id": record.job_id,
             "slurm_state": state.state,
             "slurm_exit_code": state.exit_code,
