@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import types
+from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
@@ -143,11 +144,36 @@ def _run(argv: list[str]) -> int:
     except SystemExit as stop:
         return _exit_status(stop.code)
     except BaseException as err:  # the interpreter's own handling of an uncaught exception
+        _record_error(err)
         tb = _user_traceback(err.__traceback__)
         sys.excepthook(type(err), err.with_traceback(tb), tb)
         # python dies of SIGINT after an uncaught KeyboardInterrupt
         return -signal.SIGINT if isinstance(err, KeyboardInterrupt) else 1
     return 0
+
+
+def _record_error(error: BaseException) -> None:
+    """A plain script's uncaught exception leaves ``logs/rank<R>.error.json`` too (noderun.init()
+    scripts write it from their own hook), so the launcher names the rank that failed first,
+    not a peer that lost its connection. The script has ended: importing noderun is harmless."""
+    run_dir, rank = _first(RUN_DIR_VARIABLES), os.environ.get("RANK", "")
+    if not run_dir or not rank.isdigit() or isinstance(error, KeyboardInterrupt):
+        return
+    with contextlib.suppress(Exception):  # a failing rank must not fail again reporting it
+        import socket
+
+        from noderun import failures
+
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        node = os.environ.get("GROUP_RANK", "")
+        record = failures.ErrorRecord(
+            rank=int(rank),
+            node_rank=int(node) if node.isdigit() else 0,
+            host=socket.gethostname(),
+            time=time.time(),
+            error=text,
+        )
+        failures.write(Path(run_dir) / "logs", record)
 
 
 def _finish(status: int) -> None:
@@ -180,6 +206,19 @@ def _stamp(stage: str) -> None:
 
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+
+
+def _watch_group() -> None:
+    """Note whether the script forms one process group (``group_watch.py``, loaded by path:
+    nothing of noderun's package is imported before the script)."""
+    path = os.path.join(os.path.dirname(ENTRY), "group_watch.py")
+    spec = importlib.util.spec_from_file_location("_noderun_group_watch", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    with contextlib.suppress(Exception):  # best effort: never stop the rank
+        spec.loader.exec_module(module)
+        module.install(_first(RUN_DIR_VARIABLES), os.environ.get("RANK"))
 
 
 def _whole_line_stdio() -> None:
@@ -232,6 +271,7 @@ def main(argv: list[str]) -> NoReturn:
     _whole_line_stdio()
     _stamp("rank_started")
     _serve_store()
+    _watch_group()
     status = _run(argv)
     _stamp("rank_exited")
     _finish(status)

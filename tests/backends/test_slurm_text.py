@@ -116,3 +116,18 @@ def test_sinfo_nodes() -> None:
         ("node2", "debug*", 2, 0),
         ("node3", "debug*", 2, 0),
     ]
+
+
+def test_output_files_of_a_job_sacct_only_knows() -> None:
+    """sacct 22.05 records no StdOut: the submit line, then the script's #SBATCH lines."""
+    from noderun.backends.slurm_text import JobRecord, submit_output_files, submit_script
+
+    script = "#!/bin/bash\n#SBATCH --output=logs/train-%j.out\n#SBATCH -e /tmp/e-%j.txt\n"
+    assert submit_script("sbatch --parsable -N 2 --time=5 job.sh") == "job.sh"
+    fields = submit_output_files("sbatch --parsable job.sh", script)
+    assert fields == {"StdOut": "logs/train-%j.out", "StdErr": "/tmp/e-%j.txt"}
+    assert submit_output_files("sbatch -o x-%j.log job.sh", script)["StdOut"] == "x-%j.log"
+    record = JobRecord("74", {"WorkDir": "/w", "State": "COMPLETED", **fields}, "sacct")
+    assert record.output_files() == ["/w/logs/train-74.out", "/tmp/e-74.txt"]
+    bare = JobRecord("74", {"WorkDir": "/w", "State": "COMPLETED"}, "sacct")
+    assert bare.output_files() == ["/w/slurm-74.out"]

@@ -115,3 +115,27 @@ def test_seed_scripts(name: str, expected: list[tuple[int, str]]) -> None:
 def test_every_fixed_seed_script_has_no_error() -> None:
     for path in FIXTURES.glob("*fixed*"):
         assert all(f.severity is Severity.WARNING for f in lint_sbatch(path.read_text())), path
+
+
+@pytest.mark.parametrize(
+    ("line", "codes"),
+    [
+        ("srun noderun run --nproc-per-node 2 train.py", ["srun-noderun-agents"]),
+        # Slurm 22.05 ignores srun's own --ntasks-per-node without -n (measured on the lab):
+        # two agents per node may still start, said as a warning
+        (
+            "srun --ntasks-per-node=1 noderun run --nproc-per-node 2 train.py",
+            ["srun-noderun-agents"],
+        ),
+        ("srun -N 2 --ntasks-per-node=1 -n 2 noderun run --nproc-per-node 2 train.py", []),
+        ("srun -N 2 -n 2 noderun run train.py", []),
+        ("srun noderun run --mode srun train.py", []),
+        ("srun noderun run --mode=srun --nproc-per-node 4 train.py", ["srun-noderun-nproc"]),
+        ("srun python -m noderun run train.py", ["srun-noderun-agents"]),
+        ("noderun run --nproc-per-node 2 train.py", []),  # starts its own srun step
+    ],
+)
+def test_srun_noderun_run(line: str, codes: list[str]) -> None:
+    """`srun noderun run` is right with one task per node or --mode srun (noderun_step.py)."""
+    text = f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=2\n{line}\n"
+    assert [f.code for f in lint_sbatch(text)] == codes

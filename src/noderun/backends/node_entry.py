@@ -252,6 +252,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
             by_hand=not in_slurm_step(env),
             listener=listener,
             token=RankContract.from_env(env).job_token or "",  # strangers' check-ins dropped
+            terms=f"--nproc-per-node={spec.nproc_per_node} --mode={spec.mode.value}",
         )
         gate.wait()
         timeline.stamp(spec.run_dir, "gate_passed", f"node{spec.index}")

@@ -53,6 +53,10 @@ class GateError(RendezvousTimeoutError):
     """The check-in failed: someone never arrived, or the master was unreachable."""
 
 
+class GateRefusal(UsageError):
+    """Participants were started with different command lines (``terms``): exit 2."""
+
+
 def _send_line(conn: socket.socket, text: str) -> None:
     with contextlib.suppress(OSError):
         conn.sendall(text.replace("\n", " ").encode() + b"\n")
@@ -94,6 +98,7 @@ class NodeGate:
         listener: socket.socket | None = None,
         token: str = "",
         log: Callable[[str], object] | None = None,
+        terms: str = "",
     ) -> None:
         self.index = index
         self.total = total
@@ -110,6 +115,10 @@ class NodeGate:
         # the job's token (the rank contract's): a HELLO without it is dropped and logged
         self.token = token
         self.log = log or (lambda line: sys.stderr.write(line + "\n"))
+        # what every participant must agree on (e.g. ``--nproc-per-node=4 --mode=torchrun``):
+        # a participant started otherwise is refused at the check-in, before torch starts
+        self.terms = terms
+        self.refusal: GateRefusal | None = None
 
     @property
     def where(self) -> str:
@@ -140,6 +149,10 @@ class NodeGate:
                 except TimeoutError:
                     continue
                 self._admit(conn, arrived)
+            if self.refusal is not None:
+                for conn, _ in arrived.values():
+                    _send_line(conn, f"REFUSE {self.refusal}")
+                raise self.refusal
             if len(arrived) < self.total - 1:
                 missing = [i for i in range(1, self.total) if i not in arrived]
                 error = self._timeout_error(missing, arrived)
@@ -157,15 +170,24 @@ class NodeGate:
                 listener.close()
 
     def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
-        words = _read_line(conn, _READ_TIMEOUT).split()
-        if len(words) not in (3, 4) or words[0] != "HELLO" or not words[1].isdigit():
+        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=4)
+        if len(words) < 3 or words[0] != "HELLO" or not words[1].isdigit():
             conn.close()  # not one of ours (a port scanner, garbage, a half-open one): ignore it
             return
-        if self.token and not hmac.compare_digest(words[3] if len(words) == 4 else "", self.token):
+        given = words[3] if len(words) > 3 and words[3] != "-" else ""
+        if self.token and not hmac.compare_digest(given, self.token):
             self.log(f"noderun.node: dropped a check-in from {_peer(conn)}: not this job's token")
             conn.close()  # another job on the same port, or a stranger: never admitted
             return
-        index, host = int(words[1]), words[2]
+        index, host, terms = int(words[1]), words[2], (words[4] if len(words) > 4 else "")
+        if terms != self.terms and 0 < index < self.total and self.refusal is None:
+            # the others are still let in, so every participant hears why and exits 2
+            self.refusal = GateRefusal(
+                f"{self.describe(index)} was started with `{terms or 'no options'}` but "
+                f"{self.describe(0)} with `{self.terms or 'no options'}`",
+                "give every node the same noderun options (srun runs one command line on "
+                "every node)",
+            )
         if not 0 < index < self.total or index in arrived:
             other = self.host if index == 0 else arrived[index][1] if index in arrived else "?"
             error = GateError(
@@ -215,13 +237,16 @@ class NodeGate:
                 pause = min(pause * 1.5, _JOIN_RETRY_SECONDS)
                 continue
             with conn:
-                token = f" {self.token}" if self.token else ""
-                _send_line(conn, f"HELLO {self.index} {self.host}{token}")
+                # HELLO index host token terms ("-": no token; terms: the rest of the line)
+                hello = f"HELLO {self.index} {self.host} {self.token or '-'} {self.terms}"
+                _send_line(conn, hello.rstrip())
                 answer = _read_line(conn, self.join_timeout + _READ_TIMEOUT)
             if answer == "GO":
                 return
             if answer.startswith("ABORT "):
                 raise GateError(answer.removeprefix("ABORT "))
+            if answer.startswith("REFUSE "):
+                raise GateRefusal(answer.removeprefix("REFUSE "))
             last_error = "the master closed the connection"
             time.sleep(_RETRY_SECONDS)
         raise GateError(

@@ -8,6 +8,7 @@ every rank) and the per-node entrypoint use it too.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import shutil
@@ -33,6 +34,8 @@ from noderun.backends.slurm_text import (
     parse_scontrol_job,
     parse_sinfo_nodes,
     sacct_settled,
+    submit_output_files,
+    submit_script,
 )
 from noderun.errors import NoderunError, UsageError
 from noderun.topology.hostlist import expand_hostlist
@@ -200,7 +203,21 @@ def job_record(job_id: str) -> JobRecord | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     fields = parse_sacct_job(result.stdout) if result.returncode == 0 else {}
+    fields.update(_sacct_output_files(fields))
     return JobRecord(job_id, fields, "sacct") if fields.get("State") else None
+
+
+def _sacct_output_files(fields: dict[str, str]) -> dict[str, str]:
+    """StdOut/StdErr from the submit line and its script's ``#SBATCH`` lines (sacct has
+    neither): ``noderun verify/explain JOBID`` of a plain job finds its log files."""
+    submit = fields.get("SubmitLine", "")
+    script = submit_script(submit)
+    text = ""
+    if script:
+        path = Path(script) if script.startswith("/") else Path(fields.get("WorkDir", ".")) / script
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            text = path.read_text()[:65536]
+    return submit_output_files(submit, text) if submit else {}
 
 
 def job_state(job_id: str) -> JobState | None:

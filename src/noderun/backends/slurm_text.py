@@ -117,7 +117,7 @@ class JobRecord:
     def output_files(self) -> list[str]:
         """StdOut/StdErr with ``%j`` filled in; sacct (22.05) has none: ``slurm-ID.out``."""
         base = self.job_id.split("_")[0]
-        if self.source == "sacct":
+        if self.source == "sacct" and not self.fields.get("StdOut"):
             return [f"{self.workdir.rstrip('/')}/slurm-{base}.out"] if self.workdir else []
         out = []
         for key in ("StdOut", "StdErr"):
@@ -164,6 +164,39 @@ def parse_sacct_job(text: str, fields: str = JOB_FIELDS) -> dict[str, str]:
     else:
         values = line.split("|")
     return dict(zip(names, values, strict=False))
+
+
+_OUTPUT_OPTIONS = {"-o": "StdOut", "--output": "StdOut", "-e": "StdErr", "--error": "StdErr"}
+_DIRECTIVE = re.compile(r"^#SBATCH\s+(.*)$")
+
+
+def submit_output_files(submit_line: str, script_text: str = "") -> dict[str, str]:
+    """StdOut/StdErr as sbatch was told them (sacct 22.05 records neither): the submit line's
+    options win over the script's ``#SBATCH`` lines; ``%j`` left for ``output_files``.
+
+    >>> submit_output_files("sbatch -o logs/%j.out job.sh", "#SBATCH --error=e.txt")
+    {'StdErr': 'e.txt', 'StdOut': 'logs/%j.out'}
+    """
+    found: dict[str, str] = {}
+    lines = [m.group(1) for ln in script_text.splitlines() if (m := _DIRECTIVE.match(ln))]
+    for words in [w.split() for w in lines] + [submit_line.split()[1:]]:
+        for i, word in enumerate(words):
+            name, eq, value = word.partition("=")
+            key = _OUTPUT_OPTIONS.get(name)
+            if key and not eq:
+                value = words[i + 1] if i + 1 < len(words) else ""
+            if key and value:
+                found[key] = value
+    return found
+
+
+def submit_script(submit_line: str) -> str:
+    """The batch script a submit line names (its first word ending the options), or ''."""
+    words = submit_line.split()[1:]
+    i = 0
+    while i < len(words) and words[i].startswith("-"):
+        i += 1 if "=" in words[i] or words[i] in ("--parsable", "--wait", "-W", "-H") else 2
+    return words[i] if i < len(words) else ""
 
 
 def parse_exit_code(text: str) -> tuple[int | None, int | None]:

@@ -36,6 +36,7 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
+from noderun.check.noderun_step import noderun_under_srun
 from noderun.check.shell import (
     PER_TASK,
     UNKNOWN,
@@ -517,6 +518,12 @@ class _Linter:
                 yield from _implicit_node_rank(launch.line, words)
         if kind == "python" and step.gpus_per_node and step.tasks_per_node:
             yield from self._gpus_vs_tasks(launch, step)
+        if kind == "self":  # `srun noderun run`: one agent per node, or --mode srun
+            program = [w.text for w in words]
+            # srun's own --ntasks-per-node that Slurm 22.05 ignores (see _Step): a warning
+            sure = Severity.WARNING if step.ignored_per_node is not None else Severity.ERROR
+            for code, problem, fix in noderun_under_srun(program, program, step.tasks_per_node):
+                yield Finding(launch.line, sure, code, problem, fix)
 
     def _gpus_vs_tasks(self, launch: _Launch, step: _Step) -> Iterator[Finding]:
         tasks, gpus = step.tasks_per_node, step.gpus_per_node

@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from noderun import disk_room, rundir, secret_env, timeline
+from noderun import disk_room, group_watch, rundir, secret_env, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalBackend, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -17,7 +17,7 @@ from noderun.backends.result import Result
 from noderun.backends.supervise import Policy, supervise
 from noderun.outcome import Outcome
 from noderun.plan.run import RunRequest, Where
-from noderun.verbs import run_modes, run_slurm, run_ssh
+from noderun.verbs import run_in_step, run_modes, run_slurm, run_ssh
 from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
@@ -155,6 +155,8 @@ def main(args: argparse.Namespace) -> int:
     run_modes.refuse_other_ways(args, os.environ)  # an option for another way: refused
     os.environ.update(profile_env(args))  # every rank inherits it, locally and through srun
     over_ssh = run_ssh.wanted(args)
+    if run_in_step.wanted(args, os.environ):  # `srun noderun run`: one node of the step's job
+        return run_in_step.main(args, flags, os.environ)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun
         return run_slurm.main(args, flags=flags)
     backend = _backend(args, flags)
@@ -187,7 +189,8 @@ def main(args: argparse.Namespace) -> int:
         _report(run_dir, done.result, done.outcome)
         if done.record_error is not None:
             raise done.record_error  # one line naming run.json and the errno (cli)
-        return done.outcome.exit_code
+        shape = backend.plan
+        return group_watch.report(run_dir, shape.world_size, shape.nnodes, done.outcome.exit_code)
     finally:
         rundir.release_lock(run_dir)
         if over_ssh:

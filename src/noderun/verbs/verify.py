@@ -77,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
     # imported here: `noderun --help` must not pay for importing torch
     from noderun.errors import UsageError
     from noderun.verify import Expectations, verify_run_dir
+    from noderun.verify.plain_job import verify_if_plain
     from noderun.verify.verifier import CHECK_NAMES, resolve_target
 
     if args.json:  # the JSON report has no table: run.json holds the timeline
@@ -98,6 +99,8 @@ def main(args: argparse.Namespace) -> int:
         skip=frozenset(args.skip),
         require=frozenset(required),
     )
+    if (code := verify_if_plain(args.target, expect, print_report, args.json)) is not None:
+        return code  # a SLURM job that noderun did not start: judged from what SLURM knows
     run_dir = resolve_target(args.target)
     report = verify_run_dir(run_dir, expect)
     if args.json:

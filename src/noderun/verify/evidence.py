@@ -144,11 +144,16 @@ def load_evidence(run_dir: Path) -> RunEvidence:
 
 def log_signs(run_dir: Path) -> dict[str, LogSign]:
     """What the libraries said about the run in its logs: every rank registered, backend…"""
+    logs = sorted((run_dir / rundir.LOGS).glob("*.log")) if (run_dir / rundir.LOGS).is_dir() else []
+    return file_signs(logs)
+
+
+def file_signs(logs: list[Path]) -> dict[str, LogSign]:
+    """The signs of health in ``logs`` (a run's rank logs, or a plain job's output files)."""
     from noderun.explain.findings import Ranker
     from noderun.explain.scanner import Scanner
     from noderun.explain.signatures import SIGNATURES, Tier
 
-    logs = sorted((run_dir / rundir.LOGS).glob("*.log")) if (run_dir / rundir.LOGS).is_dir() else []
     ranker = Ranker({p: i for i, p in enumerate(logs)}, {})
     scanner = Scanner([s for s in SIGNATURES if s.tier is Tier.SIGN])
     for path in logs:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from noderun.verify.evidence import RunEvidence
 from noderun.verify.model import Check, Expectations, failed, passed, skipped, warned
+from noderun.verify.one_group import check_one_group
 
 _PLAIN = "no sign of noderun.init() (no runtime.json, noderun metrics.csv or checkpoints/)"
 
@@ -139,4 +140,5 @@ GROUP_CHECKS = {
     "ddp-init": check_ddp_init,
     "world-size": check_world_size,
     "backend": check_backend,
+    "one-group": check_one_group,
 }

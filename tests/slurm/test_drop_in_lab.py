@@ -1,0 +1,186 @@
+"""Drop-in on the real Slurm lab: the user's OWN batch script, with `torchrun` swapped for
+`noderun run` — under srun (`srun noderun run`) and without it — running scripts written like
+third-party ones (tests/slurm/workloads/users). One job holds every step, in the order a user
+would try them, to keep the lab time short; a second, plain job (no noderun at all) is then
+verified by job id."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, clean_env, noderun
+from tests.slurm.lab import WORKLOADS, read_json, require_lab, wait
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+USERS = WORKLOADS / "users"
+NODERUN = Path(sys.executable).parent / "noderun"
+STEP_RC = re.compile(r"^STEP (\S+) rc=(\d+)$", re.MULTILINE)
+
+
+@pytest.fixture(autouse=True)
+def _lab() -> None:
+    require_lab()
+
+
+@pytest.fixture
+def lab_dir(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A directory of our own: pytest's rotating tmp_path (kept for its 3 newest sessions) is
+    removed under a job minutes long when other sessions run pytest on this machine. Kept
+    when the test failed, to look at."""
+    path = Path(tempfile.mkdtemp(prefix="noderun-dropin-", dir="/tmp"))
+    failed_before = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _sbatch(tmp_path: Path, body: str, nodes: int = 2) -> tuple[str, str]:
+    """Submit the user's script; wait for the job; (job id, its output)."""
+    out = tmp_path / "job.out"
+    script = tmp_path / "user.sbatch"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --nodes={nodes} --ntasks-per-node=1 --cpus-per-task=2 --time=10\n"
+        f"#SBATCH --output={out}\ncd {tmp_path}\nNR={NODERUN}\nW={USERS}\n{body}"
+    )
+    done = subprocess.run(
+        ["sbatch", "--parsable", str(script)], capture_output=True, text=True, env=clean_env()
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip().split(";")[0]
+    wait(job_id)
+    return job_id, out.read_text()
+
+
+def _world_lines(run_dir: Path, world: int) -> list[str]:
+    """What the multinode trainer printed after init, from every rank's own log."""
+    lines = []
+    for rank in range(world):
+        text = (run_dir / "logs" / f"rank{rank}.log").read_text()
+        lines += [ln for ln in text.splitlines() if ln.startswith("world ")]
+    return sorted(lines)
+
+
+@pytest.mark.timeout(900)  # nine steps, and the shared lab's queue before them
+def test_users_batch_script_with_srun_noderun_run(lab_dir: Path) -> None:
+    tmp_path = lab_dir
+    body = """\
+srun -n 4 --ntasks-per-node=2 --cpus-per-task=1 $NR run --nproc-per-node 2 --run-dir bad-agents \\
+    $W/multinode_snapshot.py 1; echo "STEP bad-agents rc=$?"
+srun bash -c 'exec "$0" run --nproc-per-node $((SLURM_NODEID+1)) --run-dir bad-nproc \\
+    "$1"/multinode_snapshot.py 1' $NR $W; echo "STEP bad-nproc rc=$?"
+srun $NR run --nproc-per-node 2 --run-dir in-step $W/multinode_snapshot.py 2 \\
+    --snapshot snap1.pt; echo "STEP in-step rc=$?"
+$NR run --nproc-per-node 2 --run-dir batch $W/multinode_snapshot.py 2 --snapshot snap2.pt
+echo "STEP batch rc=$?"
+srun $NR run --nproc-per-node 2 --run-dir fail $W/multinode_snapshot.py 2 --snapshot snap3.pt \\
+    --fail-rank 3; echo "STEP fail rc=$?"
+srun $NR run --run-dir fsdp $W/fsdp2_dcp.py --ckpt dcp; echo "STEP fsdp rc=$?"
+srun $NR run --run-dir fabric-alone $W/fabric_lt.py; echo "STEP fabric-alone rc=$?"
+LT_ACCELERATOR=cpu LT_DEVICES=1 LT_NUM_NODES=2 srun $NR run --run-dir fabric $W/fabric_lt.py
+echo "STEP fabric rc=$?"
+srun $NR run --run-dir lightning $W/lightning_no_num_nodes.py 1; echo "STEP lightning rc=$?"
+"""
+    job_id, output = _sbatch(tmp_path, body)
+    rc = dict(STEP_RC.findall(output))
+    assert len(rc) == 9, output
+
+    # two agents per node: every task says so in one line, exit 2, nothing started
+    assert rc["bad-agents"] == "2", output
+    refusals = [ln for ln in output.splitlines() if "torchrun agents per node" in ln]
+    assert len(refusals) == 4, output  # 2 nodes x 2 tasks
+    tasks = {m.group(1) for ln in refusals if (m := re.search(r"\[task (\d)", ln))}
+    assert tasks == {"0", "1", "2", "3"}, refusals
+    assert not (tmp_path / "bad-agents").exists()
+    # another --nproc-per-node on node 1: both nodes refuse at the check-in, exit 2, no rank ran
+    assert rc["bad-nproc"] == "2", output
+    mismatch = [ln for ln in output.splitlines() if "was started with `--nproc-per-node=2" in ln]
+    assert sorted(ln.split("|")[0] for ln in mismatch) == ["0:-", "1:-"], output
+    logs = tmp_path / "bad-nproc" / "logs"
+    assert not list(logs.glob("rank*.group.json"))  # no rank ever started
+    assert all(not p.read_text() for p in logs.glob("rank*.log"))
+
+    # srun noderun run and noderun run in the batch script: the same job
+    in_step, batch = (
+        read_json(tmp_path / "in-step/run.json"),
+        read_json(tmp_path / "batch/run.json"),
+    )
+    assert rc["in-step"] == rc["batch"] == "0", output
+    for run in (in_step, batch):
+        assert run["status"] == "completed" and run["backend"] == "slurm", run
+        assert run["job_id"] == job_id and len(set(run["hosts"])) == 2, run
+    assert in_step["hosts"] == batch["hosts"] and in_step["mode"] == batch["mode"] == "torchrun"
+    assert in_step["topology"]["world_size"] == batch["topology"]["world_size"] == 4
+    for name in ("in-step", "batch"):
+        assert _world_lines(tmp_path / name, 4) == [f"world 4 rank {r}" for r in range(4)]
+        verdict = noderun(["verify", str(tmp_path / name)], timeout=120)
+        assert verdict.returncode == 0, verdict.stdout
+        assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 4", verdict.stdout)
+    assert (tmp_path / "snap1.pt").is_file() and (tmp_path / "snap2.pt").is_file()
+
+    # a rank that raises: named by the one run.json, verify says so
+    fail = read_json(tmp_path / "fail/run.json")
+    assert rc["fail"] != "0" and fail["status"] == "failed", fail
+    assert fail["failure"]["rank"] == 3, fail["failure"]
+    assert "rank 3 hit a bad batch" in fail["failure"]["reason"]
+    assert noderun(["verify", str(tmp_path / "fail")], timeout=120).returncode == 1
+
+    # FSDP2 + DCP across both nodes
+    assert rc["fsdp"] == "0", output
+    assert "fsdp2 world 2 saved" in (tmp_path / "fsdp/logs/rank0.log").read_text()
+    assert (tmp_path / "dcp" / ".metadata").is_file()
+
+    # Fabric without LT_*: two trainings alone, and the last line says so with Fabric's fix
+    assert rc["fabric-alone"] == "0", output
+    assert "NOT distributed: 2 ranks ran as 2 independent" in output
+    assert "Fabric(num_nodes=2, devices=1)" in output
+    alone = noderun(["verify", str(tmp_path / "fabric-alone")], timeout=120)
+    assert alone.returncode == 1, alone.stdout
+    assert re.search(r"one-group\s+FAIL\s+2 ranks ran as 2 independent", alone.stdout)
+    # with LT_*: one world of 2
+    assert rc["fabric"] == "0", output
+    fabric_logs = (tmp_path / "fabric/logs/rank1.log").read_text()
+    assert "fabric world 2 rank 1" in fabric_logs
+    assert noderun(["verify", str(tmp_path / "fabric")], timeout=120).returncode == 0
+
+    # Lightning with one device and no num_nodes under a world of 2: it runs alone on each
+    # node (no error from Lightning); the last line says so with Lightning's fix
+    lightning = read_json(tmp_path / "lightning/run.json")
+    assert rc["lightning"] == "0" and lightning["status"] == "completed", output
+    assert "Trainer(num_nodes=2, devices=1)" in output
+
+
+@pytest.mark.timeout(600)  # the shared lab's queue
+def test_plain_sbatch_job_is_verified_from_what_slurm_knows(lab_dir: Path) -> None:
+    """No noderun in the job at all: verify JOBID and explain JOBID read SLURM's record and the
+    job's own output file; a rank that raised fails the job and is named."""
+    body = (
+        """\
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS \\
+    exec "$0" "$1"/multinode_snapshot.py 2 --snapshot snap.pt --fail-rank 1' \\
+    """
+        + sys.executable
+        + """ $W
+"""
+    )
+    job_id, output = _sbatch(lab_dir, body)
+    assert "rank 1 hit a bad batch" in output
+    verdict = noderun(["verify", job_id], timeout=120, cwd=ROOT)
+    assert verdict.returncode == 1, verdict.stdout + verdict.stderr
+    assert "judged_from=SLURM (no noderun run directory)" in verdict.stdout, verdict.stdout
+    assert f"run `noderun explain {job_id}`" in verdict.stdout
+    assert re.search(r"job-state\s+FAIL\s+job \d+ ended FAILED", verdict.stdout), verdict.stdout
+    assert re.search(r"steps\s+FAIL\s+step \d+\.0 FAILED", verdict.stdout), verdict.stdout
+    assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout
+    explained = noderun(["explain", job_id], timeout=120, cwd=ROOT)
+    assert "rank 1 hit a bad batch" in explained.stdout, explained.stdout

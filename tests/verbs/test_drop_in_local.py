@@ -1,0 +1,44 @@
+"""Scripts written like third-party ones under `noderun run` on simulated nodes of this machine:
+the right world, verify's verdict, and for a failure the rank that raised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import noderun
+
+pytestmark = pytest.mark.slow
+
+USERS = Path(__file__).parents[1] / "slurm" / "workloads" / "users"
+
+
+def test_the_rank_that_raised_is_named(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
+         str(USERS / "multinode_snapshot.py"), "2", "--snapshot", str(tmp_path / "snap.pt"),
+         "--fail-rank", "2"],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["failure"]["rank"] == 2, run["failure"]
+    assert "rank 2 hit a bad batch" in done.stderr.splitlines()[-1]
+    assert noderun(["verify", str(run_dir)], timeout=120).returncode == 1
+
+
+def test_accelerate_on_cpu_without_its_variable_is_told(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
+         str(USERS / "accelerate_style.py")],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "NOT distributed" in last and "ACCELERATE_USE_CPU=1" in last, done.stderr
+    verdict = noderun(["verify", str(run_dir)], timeout=120)
+    assert verdict.returncode == 1 and "one-group" in verdict.stdout

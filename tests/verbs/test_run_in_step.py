@@ -1,0 +1,117 @@
+"""`srun noderun run`: each task of the user's step is one node (or rank) of one job. The
+refusals every task makes alike before anything starts, and the plan it joins. Step variables
+as SLURM 22.05 sets them on the lab, no lab needed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from noderun.errors import UsageError
+from noderun.plan.slurm import LaunchMode
+from noderun.verbs import run_in_step
+from noderun.verbs.torchrun_flags import TorchrunFlags
+
+STEP = {
+    "SLURM_JOB_ID": "81",
+    "SLURM_JOB_NODELIST": "node[1-3]",
+    "SLURM_JOB_CPUS_PER_NODE": "2(x3)",
+    "SLURM_STEP_ID": "0",
+    "SLURM_STEP_NODELIST": "node[1-2]",
+    "SLURM_STEP_NUM_NODES": "2",
+    "SLURM_STEP_NUM_TASKS": "2",
+    "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+    "SLURM_NODEID": "1",
+    "SLURM_PROCID": "1",
+    "SLURMD_NODENAME": "node2",
+}
+
+
+def _args(script: Path, **options: object) -> argparse.Namespace:
+    values: dict[str, object] = {
+        "script": str(script),
+        "script_args": ["--epochs", "1"],
+        "nnodes": None,
+        "nproc_per_node": 2,
+        "run_dir": None,
+        "master_port": None,
+        "mode": LaunchMode.TORCHRUN,
+        "join_timeout": 20.0,
+        "dry_run": False,
+        "node_rank": None,
+        "master_addr": None,
+        "hosts": None,
+    }
+    values.update(options)
+    return argparse.Namespace(**values)
+
+
+@pytest.fixture
+def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "train.py"
+    path.write_text("")
+    return path
+
+
+def test_only_inside_a_step_and_not_by_hand(script: Path) -> None:
+    assert run_in_step.wanted(_args(script), STEP)
+    batch = {k: v for k, v in STEP.items() if k != "SLURM_STEP_ID"}
+    assert not run_in_step.wanted(_args(script), batch)  # the batch script: run_slurm
+    assert not run_in_step.wanted(_args(script, node_rank=0), STEP)
+    assert not run_in_step.wanted(_args(script, hosts=["a", "b"]), STEP)
+    assert not run_in_step.wanted(_args(script), {})
+
+
+def test_every_node_plans_the_same_job(script: Path, tmp_path: Path) -> None:
+    facts = run_in_step.StepFacts(STEP)
+    step = run_in_step.build(_args(script), TorchrunFlags(), STEP, facts)
+    node0 = {**STEP, "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURMD_NODENAME": "node1"}
+    other = run_in_step.build(_args(script), TorchrunFlags(), node0, run_in_step.StepFacts(node0))
+    assert step == other
+    assert (step.nnodes, step.nproc_per_node, step.hosts) == (2, 2, ("node1", "node2"))
+    assert step.mode is LaunchMode.TORCHRUN
+    assert step.run_dir == (tmp_path / "runs" / "train-81.0").resolve()
+    assert step.node_argv()[-3:] == [str(script), "--epochs", "1"]
+
+
+def test_several_tasks_per_node_are_ranks_with_mode_srun(script: Path) -> None:
+    env = {**STEP, "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_TASKS": "4"}
+    facts = run_in_step.StepFacts(env)
+    step = run_in_step.build(
+        _args(script, mode=LaunchMode.SRUN, nproc_per_node=1), TorchrunFlags(), env, facts
+    )
+    assert (step.mode, step.nproc_per_node, step.world_size) == (LaunchMode.SRUN, 2, 4)
+    assert facts.tasks == 4
+
+
+@pytest.mark.parametrize(
+    ("environ", "options", "words"),
+    [
+        ({"SLURM_STEP_TASKS_PER_NODE": "2(x2)"}, {}, "2 torchrun agents per node"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2,1"}, {"mode": LaunchMode.SRUN}, "same number"),
+        ({"SLURM_STEP_TASKS_PER_NODE": "2(x2)"}, {"mode": LaunchMode.SRUN, "nproc_per_node": 4},
+         "every task is one rank"),
+        ({}, {"nnodes": 3}, "--nnodes 3, but the srun step has 2"),
+    ],
+)  # fmt: skip
+def test_mistakes_are_refused_alike_on_every_task(
+    script: Path, environ: dict[str, str], options: dict[str, object], words: str
+) -> None:
+    env = {**STEP, **environ}
+    with pytest.raises(UsageError, match=words):
+        run_in_step.build(
+            _args(script, **options), TorchrunFlags(), env, run_in_step.StepFacts(env)
+        )
+
+
+def test_a_refusal_is_one_line_naming_the_task(
+    script: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    env = {**STEP, "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    assert run_in_step.main(_args(script), TorchrunFlags(), env) == 2
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and "task 1 on node2 (step 81.0)" in err
+    assert not (tmp_path / "runs").exists()  # nothing started, nothing written
