@@ -39,3 +39,18 @@ def test_children_end_with_a_sigkilled_parent() -> None:
     for proc in left:
         proc.kill()
     assert not left
+
+
+def test_a_rank_whose_launcher_is_already_gone_knows_it() -> None:
+    """The window the parent-death signal cannot cover: the launcher (and so the agent) died
+    before the rank asked for the signal. Seen once under load: two ranks outlived a
+    SIGKILLed `noderun run` (tests/faults/test_launcher_killed.py)."""
+    import subprocess
+
+    from noderun import proc_guard
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    assert proc_guard.launcher_gone({proc_guard.LAUNCHER_PID: str(ended.pid)})
+    assert not proc_guard.launcher_gone({proc_guard.LAUNCHER_PID: str(os.getpid())})
+    assert not proc_guard.launcher_gone({})

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 PR_SET_PDEATHSIG = 1
 POLL_SEC = 0.5  # the fallback's look at the parent pid
@@ -30,6 +30,23 @@ def _prctl() -> Callable[..., int] | None:
 
 
 _PRCTL = _prctl()  # resolved once here: a preexec hook must not import or look things up
+
+
+LAUNCHER_PID = "NODERUN__LAUNCHER_PID"  # set by a local launcher for the ranks it starts
+
+
+def launcher_gone(environ: Mapping[str, str]) -> bool:
+    """True when the local launcher that started this process's agent is no longer alive."""
+    pid = environ.get(LAUNCHER_PID, "")
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def die_with_parent(signum: int = signal.SIGKILL) -> bool:

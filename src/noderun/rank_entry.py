@@ -262,6 +262,8 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError):
         spec.loader.exec_module(module)
         module.die_with_parent()
+        if module.launcher_gone(os.environ):  # the agent died before we could ask: go too
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str]) -> NoReturn:

@@ -155,9 +155,12 @@ class LocalSupervisor:
         }
         try:
             for node in self.plan.nodes:
+                # a rank that starts after its agent already died (the launcher SIGKILLed
+                # before the rank could ask for a parent-death signal) sees this pid gone
+                alive = {} if node.remote else {proc_guard.LAUNCHER_PID: str(os.getpid())}
                 proc = subprocess.Popen(
                     node.argv,
-                    env={**os.environ, **node.env},
+                    env={**os.environ, **node.env, **alive},
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     # over SSH the far end's guard ends the node when this pipe closes
