@@ -3,6 +3,7 @@ is SIGKILLed (without it, both children below live on, reparented)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -45,8 +46,6 @@ def test_a_rank_whose_launcher_is_already_gone_knows_it() -> None:
     """The window the parent-death signal cannot cover: the launcher (and so the agent) died
     before the rank asked for the signal. Seen once under load: two ranks outlived a
     SIGKILLed `noderun run` (tests/faults/test_launcher_killed.py)."""
-    import subprocess
-
     from noderun import proc_guard
 
     ended = subprocess.Popen(["true"])
