@@ -31,6 +31,12 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
+# NCCL (src/plugin/*.cc) looks for optional net/tuner/profiler plugins and says at INFO level
+# that none was found ("cannot open shared object file: No such file or directory"), then
+# uses its internal implementation: never evidence of anything
+_NCCL_NO_PLUGIN = re.compile(
+    r"NCCL INFO .*Plugin.*(cannot open shared object file|No plugin found|returned 2 :)"
+)
 # an info-level record (NCCL INFO, logging's INFO): never a failure by generic words alone
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
 _INFO_LEVEL = re.compile(r"\bNCCL INFO\b|\bINFO\b")
@@ -123,7 +129,7 @@ class Scanner:
     def classify(self, text: str) -> Signature | None:
         """The first signature (in table order) matching one line; source code quoted in a
         traceback (``raise X``, ``File "..."``) is not evidence."""
-        if _QUOTED_SOURCE.match(text):
+        if _QUOTED_SOURCE.match(text) or _NCCL_NO_PLUGIN.search(text):
             return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):

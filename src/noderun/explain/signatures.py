@@ -58,6 +58,10 @@ CAUSES: dict[str, str] = {
     "time-limit": "SLURM ended the job at its time limit",
     "interrupted": "the run was stopped from outside (Ctrl-C, a signal to the launcher)",
     "node-failure": "SLURM lost a node of the job (node failure)",
+    "preempted": "SLURM preempted the job for a higher-priority one",
+    "gpu-fault": "a GPU failed in hardware (uncorrectable ECC error, fell off the bus, Xid)",
+    "nccl-config": "an NCCL_* setting (environment, /etc/nccl.conf) does not fit these nodes",
+    "nccl-version-bug": "NCCL hit an internal error: a bug of that NCCL version or setup",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -70,6 +74,7 @@ SIGNS: dict[str, str] = {
     "finished": "the run finished",
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
+    "nccl-file": "NCCL read its graph (channels) from a file named in NCCL_GRAPH_FILE",
     "backend": "the process group backend",
     "member": "a rank other than 0 announced itself (Lightning's GLOBAL_RANK/MEMBER line)",
     "requeued": "SLURM requeued the job (preempted, to run again): its step was cancelled for it",
@@ -129,6 +134,16 @@ _ABORT_FIX = (
 )
 
 SIGNATURES: tuple[Signature, ...] = (
+    # benign lines that carry error words; first, so that no cause claims them.
+    # slurmstepd (src/slurmd/slurmstepd/mgr.c) when --chdir/the cwd is missing on a node: the
+    # step still runs, in /tmp
+    Signature(
+        "warning",
+        r"slurmstepd: error: couldn't chdir to .*going to /tmp instead",
+        "slurmstepd could not enter the working directory on a node and ran the step in /tmp",
+        "create the directory on every node (or submit from a shared one) if the job needs it",
+        Tier.WARNING,
+    ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
     Signature(
         "missing-launcher",
@@ -173,6 +188,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
         "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
         "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks",
+    ),
+    # CUDA's cudaErrorECCUncorrectable / CUDA_ERROR_ECC_UNCORRECTABLE (214), the kernel
+    # driver's Xid reports (NVRM: Xid 48 double-bit ECC, 79 fallen off the bus)
+    Signature(
+        "gpu-fault",
+        r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
+        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus",
+        "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
+        "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
+        "resubmit excluding it (--exclude=NODE); resume from the last checkpoint",
+    ),
+    # NCCL (src/graph/xml.cc, search.cc): a graph file (NCCL_GRAPH_FILE) names GPUs/NICs that
+    # this node does not have; the file's "set by environment" line is the better evidence
+    Signature(
+        "nccl-config",
+        r"XML Import Channel : dev \d+ not found|XML Import Channel : net \d+ not found",
+        "NCCL's graph file names devices this node does not have",
+        "unset NCCL_GRAPH_FILE (and NCCL_TOPO_FILE) unless written for exactly these nodes; "
+        "look for it in the environment, the container image and /etc/nccl.conf",
     ),
     # only when nothing error-level came before it in its log (see findings.Ranker)
     Signature(
@@ -232,7 +266,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm-exhausted",
         r"insufficient shared memory|Error while creating shared memory segment|"
         r"unable to (allocate|open|write to) shared memory|No space left on device.*shm|"
-        r"/dev/shm.*No space left on device",
+        r"/dev/shm.*No space left on device|"
+        # NCCL (include/shm.h) sizing its segment; torch's DataLoader on a worker's SIGBUS
+        r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit",
         "/dev/shm is too small for the shared memory segments",
         _SHM_FIX,
     ),
@@ -377,6 +413,16 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
+    # ncclInternalError's text (src/misc/utils.cc ncclGetErrorString): NCCL's own bug or an
+    # unsupported setup; a NCCL WARN that says why (memory, network) outranks it
+    Signature(
+        "nccl-version-bug",
+        r"internal error - please report this issue to the NCCL developers",
+        "NCCL reported an internal error (a bug of that NCCL version, or a setup it mishandles)",
+        "try another NCCL version (the one torch bundles, or a newer one: NCCL_DEBUG=INFO "
+        "shows the WARN before the error); search NVIDIA/nccl issues for that WARN",
+        Tier.WEAK,
+    ),
     Signature(
         "network-unreachable",
         r"NCCL error.*unhandled system error|ncclSystemError",
@@ -430,6 +476,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "SLURM cancelled the job at its time limit",
         "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
         "(the lines before it; `noderun submit` warns before the limit)",
+    ),
+    Signature(
+        "preempted",
+        r"CANCELLED AT \S+ DUE TO PREEMPTION",
+        "SLURM preempted the job (a higher-priority job took its nodes)",
+        "resubmit with --requeue and resume from a checkpoint, or use a partition/QOS that is "
+        "not preemptible",
     ),
     Signature(
         "node-failure",
@@ -531,6 +584,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "backend",
         r"^\s*distributed_backend=(\w+)",  # Lightning's banner
         "the process group backend",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "nccl-file",
+        r"NCCL_GRAPH_FILE set by environment to",
+        "NCCL read its graph (channels) from a file named in the environment",
         "",
         Tier.SIGN,
     ),
