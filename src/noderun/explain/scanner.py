@@ -39,7 +39,8 @@ _NCCL_NO_PLUGIN = re.compile(
 )
 # an info-level record (NCCL INFO, logging's INFO): never a failure by generic words alone
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
-_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|\bINFO\b")
+# (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
+_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 
 

@@ -390,6 +390,26 @@ SIGNATURES: tuple[Signature, ...] = (
         "several FL clients claim the same site, or flare.init timed out",
         "run one FL client per site and call flare.init on rank 0 only; broadcast to the others",
     ),
+    # NCCL's CUDACHECK (src/include/checks.h): "Cuda failure N 'cudaGetErrorString'" for a
+    # CUDA call of its own; these errors mean the NCCL build does not fit the CUDA runtime or
+    # driver under it (a kernel image for another arch, a driver older than the build)
+    Signature(
+        "version-mismatch",
+        r"NCCL WARN Cuda failure \d+ '(CUDA driver version is insufficient|no kernel image is "
+        r"available|invalid device function|the provided PTX was compiled with an unsupported)",
+        "a CUDA call inside NCCL failed: the NCCL build does not fit this CUDA driver or GPU",
+        "use the NCCL that torch bundles, or one built for this CUDA version and driver, on "
+        "every node (`noderun doctor` compares versions)",
+    ),
+    Signature(
+        "version-mismatch",
+        r"NCCL WARN Cuda failure \d+ 'invalid argument'",
+        "a CUDA call inside NCCL was rejected ('invalid argument'): often an NCCL build that "
+        "does not fit the CUDA runtime or driver",
+        "try the NCCL that torch bundles, or another NCCL version built for this CUDA, on every "
+        "node (`noderun doctor` compares versions)",
+        Tier.WEAK,
+    ),
     Signature(
         "version-mismatch",
         r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
