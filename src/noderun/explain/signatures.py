@@ -529,6 +529,15 @@ SIGNATURES: tuple[Signature, ...] = (
         Tier.CONSEQUENCE,
         run_failed=True,
     ),
+    # the shell's report of SIGABRT: a C++ exception nobody caught ("terminate called after
+    # throwing …", whose what() line says why) or an abort(); that line is the evidence
+    Signature(
+        "rank-crashed",
+        r"Aborted \(core dumped\)",
+        "a process aborted (SIGABRT), after the error printed before it",
+        _CRASH_FIX,
+        Tier.CONSEQUENCE,
+    ),
     Signature(
         "rank-crashed",
         r"Segmentation fault|[Cc]ore dumped|Fatal Python error",
