@@ -194,7 +194,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-fault",
         r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
-        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus",
+        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus|"
+        r"Unable to determine the device handle for GPU.*GPU is lost",
         "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
         "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
         "resubmit excluding it (--exclude=NODE); resume from the last checkpoint",
@@ -203,7 +204,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # this node does not have; the file's "set by environment" line is the better evidence
     Signature(
         "nccl-config",
-        r"XML Import Channel : dev \d+ not found|XML Import Channel : net \d+ not found",
+        r"XML Import Channel : dev \d+ not found|XML Import Channel : net \d+ not found|"
+        r"Could not open XML (topology|graph) file",
         "NCCL's graph file names devices this node does not have",
         "unset NCCL_GRAPH_FILE (and NCCL_TOPO_FILE) unless written for exactly these nodes; "
         "look for it in the environment, the container image and /etc/nccl.conf",
@@ -225,7 +227,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
-        r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed",
+        r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
+        # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
+        r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit",
         "memory exhausted",
         _OOM_FIX,
     ),
@@ -243,7 +247,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
-        r"NET/Socket : .*failed|NET/IB : Got completion from peer .* with error",
+        r"NET/Socket : .*failed|NET/IB ?: Got completion from peer .* with (error|status=[1-9])",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
@@ -268,7 +272,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"unable to (allocate|open|write to) shared memory|No space left on device.*shm|"
         r"/dev/shm.*No space left on device|"
         # NCCL (include/shm.h) sizing its segment; torch's DataLoader on a worker's SIGBUS
-        r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit",
+        r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit|"
+        r"failed to extend /dev/shm/\S+ to \d+ bytes",
         "/dev/shm is too small for the shared memory segments",
         _SHM_FIX,
     ),
@@ -358,6 +363,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # timeout line before it says is the cause
     Signature(
         "collective-timeout",
+        r"Heartbeat monitor timed out!|watchdog got stuck for \d+ seconds without making progress",
+        "ProcessGroupNCCL's heartbeat monitor found the watchdog stuck (a collective or its "
+        "abort hung)",
+        "find the rank stuck in a collective (its stack, TORCH_DISTRIBUTED_DEBUG=DETAIL); the "
+        "flight recorder dump (TORCH_NCCL_TRACE_BUFFER_SIZE) names the collective",
+        Tier.CONSEQUENCE,
+    ),
+    Signature(
+        "collective-timeout",
         r"Some NCCL operations have failed or timed out",
         "NCCL's watchdog saw a collective fail or time out",
         "find the first rank that failed or got stuck (its own error or stack); "
@@ -395,15 +409,18 @@ SIGNATURES: tuple[Signature, ...] = (
     # driver under it (a kernel image for another arch, a driver older than the build)
     Signature(
         "version-mismatch",
-        r"NCCL WARN Cuda failure \d+ '(CUDA driver version is insufficient|no kernel image is "
-        r"available|invalid device function|the provided PTX was compiled with an unsupported)",
+        r"NCCL WARN Cuda failure (\d+ )?'(CUDA driver version is insufficient|no kernel image is "
+        r"available|invalid device function|the provided PTX was compiled with an unsupported)|"
+        # the CUDA runtime's errors as torch raises them: a build for another driver or GPU
+        r"CUDA driver version is insufficient for CUDA runtime version|"
+        r"no kernel image is available for execution on the device",
         "a CUDA call inside NCCL failed: the NCCL build does not fit this CUDA driver or GPU",
         "use the NCCL that torch bundles, or one built for this CUDA version and driver, on "
         "every node (`noderun doctor` compares versions)",
     ),
     Signature(
         "version-mismatch",
-        r"NCCL WARN Cuda failure \d+ 'invalid argument'",
+        r"NCCL WARN Cuda failure (\d+ )?'invalid argument'",
         "a CUDA call inside NCCL was rejected ('invalid argument'): often an NCCL build that "
         "does not fit the CUDA runtime or driver",
         "try the NCCL that torch bundles, or another NCCL version built for this CUDA, on every "
