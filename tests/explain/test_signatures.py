@@ -232,3 +232,23 @@ def test_an_unhandled_cuda_error_line_that_mentions_nccl_debug_info_is_an_error(
         "for details)'",
     )
     assert explain([log])[0].cause == "unknown"
+
+
+def test_an_exception_python_ignored_at_exit_is_no_failure(tmp_path: Path) -> None:
+    log = write(  # Python's own report of an exception in __del__: the process goes on
+        tmp_path / "x.log",
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2c>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 1479, '
+        "in __del__",
+        "    self._shutdown_workers()",
+        "AttributeError: 'NoneType' object has no attribute 'python_exit_status'",
+    )
+    assert [f.cause for f in explain([log]) if f.tier < Tier.WARNING] == []
+    raised = write(
+        tmp_path / "r.log",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "KeyError: 'x'",
+    )
+    assert explain([raised])[0].cause == "rank-crashed"

@@ -117,6 +117,20 @@ def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
         return None
 
 
+def _ignored(buf: bytes, start: int) -> bool:
+    """The exception line at ``start`` ends a traceback that Python printed under "Exception
+    ignored in: …" (an exception in __del__ or at interpreter exit, which does not stop the
+    process): the traceback's lines are indented or "Traceback …"; look back over them only."""
+    window = buf[max(0, start - LOOKBACK) : start].splitlines()
+    for line in reversed(window):
+        text = line.decode("utf-8", "replace").strip()
+        if text.startswith("Exception ignored in"):
+            return True
+        if not (line[:1].isspace() or text.startswith("Traceback (most recent call last)")):
+            return False
+    return False
+
+
 class Scanner:
     """Finds signature lines in files; one instance per table, reusable across files."""
 
@@ -189,6 +203,8 @@ class Scanner:
             raw = buf[start:stop]
             text = raw.decode("utf-8", "replace").rstrip("\r")
             signature = self.classify(text)
+            if signature is not None and signature.generic and _ignored(buf, start):
+                signature = None  # an exception Python reported and ignored (at exit, in __del__)
             if signature is not None:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year

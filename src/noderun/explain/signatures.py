@@ -187,7 +187,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Duplicate GPU detected",
         "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
         "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
-        "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks",
+        "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks, and that srun starts "
+        "one torchrun per node (--ntasks-per-node=1), not one per GPU",
     ),
     # CUDA's cudaErrorECCUncorrectable / CUDA_ERROR_ECC_UNCORRECTABLE (214), the kernel
     # driver's Xid reports (NVRM: Xid 48 double-bit ECC, 79 fallen off the bus)
