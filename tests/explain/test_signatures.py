@@ -252,3 +252,20 @@ def test_an_exception_python_ignored_at_exit_is_no_failure(tmp_path: Path) -> No
         "KeyError: 'x'",
     )
     assert explain([raised])[0].cause == "rank-crashed"
+
+
+def test_ncclinternalerrors_last_error_line_says_why(tmp_path: Path) -> None:
+    """ncclInternalError is a version bug only when NCCL says nothing more: its 'Last error:'
+    line (here a tuner plugin without its config) names the cause."""
+    log = write(
+        tmp_path / "t.log",
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:93, internal error - "
+        "please report this issue to the NCCL developers, NCCL version 2.27.5",
+        "ncclInternalError: Internal check failed.",
+        "Last error:",
+        "No NCCL_TUNER_CONFIG_PATH provided. Please populate NCCL_TUNER_CONFIG_PATH to use "
+        "config-based tuner plugin.",
+    )
+    assert explain([log])[0].cause == "nccl-config"
+    alone = write(tmp_path / "a.log", *Path(log).read_text().splitlines()[:3])
+    assert explain([alone])[0].cause == "nccl-version-bug"

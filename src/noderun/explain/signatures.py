@@ -211,6 +211,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "unset NCCL_GRAPH_FILE (and NCCL_TOPO_FILE) unless written for exactly these nodes; "
         "look for it in the environment, the container image and /etc/nccl.conf",
     ),
+    # a config-based NCCL tuner plugin found installed (an image, gIB) with no config: NCCL
+    # init fails with ncclInternalError, this its "Last error:"
+    Signature(
+        "nccl-config",
+        r"No NCCL_TUNER_CONFIG_PATH provided",
+        "an NCCL tuner plugin is installed without its configuration",
+        "set NCCL_TUNER_CONFIG_PATH to the plugin's config, or do not load that tuner plugin "
+        "(NCCL_TUNER_PLUGIN); check what the image or the node sets in NCCL_* variables",
+    ),
     # only when nothing error-level came before it in its log (see findings.Ranker)
     Signature(
         "finalization-abort",
@@ -455,7 +464,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # unsupported setup; a NCCL WARN that says why (memory, network) outranks it
     Signature(
         "nccl-version-bug",
-        r"internal error - please report this issue to the NCCL developers",
+        r"internal error - please report this issue to the NCCL developers|"
+        r"ncclInternalError: Internal check failed",
         "NCCL reported an internal error (a bug of that NCCL version, or a setup it mishandles)",
         "try another NCCL version (the one torch bundles, or a newer one: NCCL_DEBUG=INFO "
         "shows the WARN before the error); search NVIDIA/nccl issues for that WARN",
