@@ -135,7 +135,7 @@ CASES = {
         "version-mismatch",
         "nccl_version_mismatch.log",
         "NCCL version 2.14.3",
-        {"rank-crashed", "network-unreachable"},  # IB completion errors on the peer's side
+        {"rank-crashed", "network-unreachable", "nccl-version-bug"},  # IB errors; ncclInternalError
     ),
     "reconstructed/version_mismatch.log": (
         "version-mismatch",
@@ -189,6 +189,10 @@ def test_every_cause_id_of_the_issue_is_known():
         "time-limit",
         "node-failure",
         "interrupted",
+        "preempted",
+        "gpu-fault",
+        "nccl-config",
+        "nccl-version-bug",
     }
     assert set(CAUSES) == issue_ids | from_corpus
     covered = {case[0] for case in CASES.values()}

@@ -100,7 +100,7 @@ def test_a_slurm_job_id(tmp_path):
             break
         time.sleep(1)
     done = explain_cli(job, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a failure was found (as above)
     assert done.stdout.startswith("root cause: missing-launcher")
     assert f"slurm-{job}.out" in done.stdout
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from noderun.explain import Scanner, explain
+from noderun.explain.signatures import Tier
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "explain"
 
@@ -33,6 +34,14 @@ FROM_CORPUS = {
     "horovod-215-stalled-rank-16": "stalled-rank",  # Horovod's stall warning
     "thunder-665-two-node-keyerror": "rank-crashed",  # "An error occurred: KeyError"
     "cppo-6-accelerate-deepspeed-rank0-sigkill": "rank-crashed",  # Signal 9 (SIGKILL)
+    # the second pass (issue 25, items 2-4), from the tuning part too
+    "mfc-1748-ecc-uncorrectable-node-29": "gpu-fault",  # CUDA_ERROR_ECC_UNCORRECTABLE
+    "gemmaker-242-slurm-job-cancelled-preemption": "preempted",  # slurmstepd … PREEMPTION
+    "megatron-878-dataloader-bus-error-docker-shm": "shm-exhausted",  # DataLoader's SIGBUS
+    "nccl-342-docker-shm-64mb-posix-fallocate": "shm-exhausted",  # NCCL's shm.h fallocate
+    "nemorun-266-nccl-2-25-internal-error": "nccl-version-bug",  # ncclInternalError's text
+    "trtllm-4238-nccl-2251-invalid-argument-2nodes": "version-mismatch",  # Cuda failure 1
+    "horovod-2907-rank-sigkill-others-gloo-ioexception": "rank-crashed",  # bash's Killed
 }
 
 
@@ -161,3 +170,102 @@ def test_lightning_world_larger_than_the_launch_is_not_a_missing_launcher(
         *(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)),
     )
     assert explain([twice])[0].cause == "missing-launcher"
+
+
+def _case_logs(case_id: str) -> list[str]:
+    folder = CORPUS / case_id
+    if not folder.is_dir():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    return [str(p) for p in sorted(folder.iterdir()) if p.suffix in (".log", ".txt")]
+
+
+def test_a_graph_file_from_the_environment_is_the_evidence_of_nccl_config() -> None:
+    """NCCL's 'XML Import Channel : dev 1 not found' names the failure; the NCCL_GRAPH_FILE
+    line (an image's setting for another GPU count) is why (tuning case nccl-1240)."""
+    root = explain(_case_logs("nccl-1240-nccl-graph-file-from-image"))[0]
+    assert root.cause == "nccl-config"
+    assert "NCCL_GRAPH_FILE set by environment" in root.evidence.text
+
+
+def test_nccls_no_plugin_info_line_is_no_missing_file(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "p.log",
+        "n1:16674:16674 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+        "libnccl-net.so: cannot open shared object file: No such file or directory",
+    )
+    assert explain([log]) == []
+
+
+def test_slurmstepds_chdir_fallback_is_no_failure(tmp_path: Path) -> None:
+    log = write(  # tuning case deepops-1179 (healthy): the step ran in /tmp
+        tmp_path / "c.log",
+        "slurmstepd: error: couldn't chdir to `/root/burst-buffer': No such file or directory: "
+        "going to /tmp instead",
+        "epoch 1 loss 0.3",
+    )
+    assert [f.cause for f in explain([log]) if f.tier < Tier.WARNING] == []
+
+
+def test_lightning_members_all_present_are_no_failure(tmp_path: Path) -> None:
+    log = write(  # tuning case lightning-1345 (healthy): 2 nodes x 2, every member announced
+        tmp_path / "m.log",
+        *(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)),
+    )
+    assert [f.cause for f in explain([log]) if f.tier < Tier.WARNING] == []
+
+
+def test_different_nccl_versions_are_a_failure_and_the_older_is_the_evidence(
+    tmp_path: Path,
+) -> None:
+    a = write(tmp_path / "node1.log", "NCCL version 2.14.3+cuda11.7")
+    b = write(tmp_path / "node4.log", "NCCL version 2.19.3+cuda12.3")
+    root = explain([b, a])[0]
+    assert root.cause == "version-mismatch" and "2.14.3" in root.evidence.text
+
+
+def test_an_unhandled_cuda_error_line_that_mentions_nccl_debug_info_is_an_error(
+    tmp_path: Path,
+) -> None:
+    log = write(
+        tmp_path / "u.log",
+        "Failed, NCCL error allreduceOp.cpp:308 'unhandled cuda error (run with NCCL_DEBUG=INFO "
+        "for details)'",
+    )
+    assert explain([log])[0].cause == "unknown"
+
+
+def test_an_exception_python_ignored_at_exit_is_no_failure(tmp_path: Path) -> None:
+    log = write(  # Python's own report of an exception in __del__: the process goes on
+        tmp_path / "x.log",
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2c>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 1479, '
+        "in __del__",
+        "    self._shutdown_workers()",
+        "AttributeError: 'NoneType' object has no attribute 'python_exit_status'",
+    )
+    assert [f.cause for f in explain([log]) if f.tier < Tier.WARNING] == []
+    raised = write(
+        tmp_path / "r.log",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "KeyError: 'x'",
+    )
+    assert explain([raised])[0].cause == "rank-crashed"
+
+
+def test_ncclinternalerrors_last_error_line_says_why(tmp_path: Path) -> None:
+    """ncclInternalError is a version bug only when NCCL says nothing more: its 'Last error:'
+    line (here a tuner plugin without its config) names the cause."""
+    log = write(
+        tmp_path / "t.log",
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.cpp:93, internal error - "
+        "please report this issue to the NCCL developers, NCCL version 2.27.5",
+        "ncclInternalError: Internal check failed.",
+        "Last error:",
+        "No NCCL_TUNER_CONFIG_PATH provided. Please populate NCCL_TUNER_CONFIG_PATH to use "
+        "config-based tuner plugin.",
+    )
+    assert explain([log])[0].cause == "nccl-config"
+    alone = write(tmp_path / "a.log", *Path(log).read_text().splitlines()[:3])
+    assert explain([alone])[0].cause == "nccl-version-bug"

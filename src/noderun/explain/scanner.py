@@ -31,9 +31,16 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 _QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
+# NCCL (src/plugin/*.cc) looks for optional net/tuner/profiler plugins and says at INFO level
+# that none was found ("cannot open shared object file: No such file or directory"), then
+# uses its internal implementation: never evidence of anything
+_NCCL_NO_PLUGIN = re.compile(
+    r"NCCL INFO .*Plugin.*(cannot open shared object file|No plugin found|returned 2 :)"
+)
 # an info-level record (NCCL INFO, logging's INFO): never a failure by generic words alone
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
-_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|\bINFO\b")
+# (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
+_INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 
 
@@ -110,6 +117,20 @@ def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
         return None
 
 
+def _ignored(buf: bytes, start: int) -> bool:
+    """The exception line at ``start`` ends a traceback that Python printed under "Exception
+    ignored in: …" (an exception in __del__ or at interpreter exit, which does not stop the
+    process): the traceback's lines are indented or "Traceback …"; look back over them only."""
+    window = buf[max(0, start - LOOKBACK) : start].splitlines()
+    for line in reversed(window):
+        text = line.decode("utf-8", "replace").strip()
+        if text.startswith("Exception ignored in"):
+            return True
+        if not (line[:1].isspace() or text.startswith("Traceback (most recent call last)")):
+            return False
+    return False
+
+
 class Scanner:
     """Finds signature lines in files; one instance per table, reusable across files."""
 
@@ -123,7 +144,7 @@ class Scanner:
     def classify(self, text: str) -> Signature | None:
         """The first signature (in table order) matching one line; source code quoted in a
         traceback (``raise X``, ``File "..."``) is not evidence."""
-        if _QUOTED_SOURCE.match(text):
+        if _QUOTED_SOURCE.match(text) or _NCCL_NO_PLUGIN.search(text):
             return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):
@@ -182,6 +203,8 @@ class Scanner:
             raw = buf[start:stop]
             text = raw.decode("utf-8", "replace").rstrip("\r")
             signature = self.classify(text)
+            if signature is not None and signature.generic and _ignored(buf, start):
+                signature = None  # an exception Python reported and ignored (at exit, in __del__)
             if signature is not None:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year

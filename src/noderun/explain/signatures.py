@@ -58,6 +58,10 @@ CAUSES: dict[str, str] = {
     "time-limit": "SLURM ended the job at its time limit",
     "interrupted": "the run was stopped from outside (Ctrl-C, a signal to the launcher)",
     "node-failure": "SLURM lost a node of the job (node failure)",
+    "preempted": "SLURM preempted the job for a higher-priority one",
+    "gpu-fault": "a GPU failed in hardware (uncorrectable ECC error, fell off the bus, Xid)",
+    "nccl-config": "an NCCL_* setting (environment, /etc/nccl.conf) does not fit these nodes",
+    "nccl-version-bug": "NCCL hit an internal error: a bug of that NCCL version or setup",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -70,6 +74,7 @@ SIGNS: dict[str, str] = {
     "finished": "the run finished",
     "registered": "every rank joined the process group",
     "nccl-version": "the NCCL version a node runs",
+    "nccl-file": "NCCL read its graph (channels) from a file named in NCCL_GRAPH_FILE",
     "backend": "the process group backend",
     "member": "a rank other than 0 announced itself (Lightning's GLOBAL_RANK/MEMBER line)",
     "requeued": "SLURM requeued the job (preempted, to run again): its step was cancelled for it",
@@ -129,6 +134,16 @@ _ABORT_FIX = (
 )
 
 SIGNATURES: tuple[Signature, ...] = (
+    # benign lines that carry error words; first, so that no cause claims them.
+    # slurmstepd (src/slurmd/slurmstepd/mgr.c) when --chdir/the cwd is missing on a node: the
+    # step still runs, in /tmp
+    Signature(
+        "warning",
+        r"slurmstepd: error: couldn't chdir to .*going to /tmp instead",
+        "slurmstepd could not enter the working directory on a node and ran the step in /tmp",
+        "create the directory on every node (or submit from a shared one) if the job needs it",
+        Tier.WARNING,
+    ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
     Signature(
         "missing-launcher",
@@ -172,7 +187,38 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Duplicate GPU detected",
         "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
         "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
-        "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks",
+        "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks, and that srun starts "
+        "one torchrun per node (--ntasks-per-node=1), not one per GPU",
+    ),
+    # CUDA's cudaErrorECCUncorrectable / CUDA_ERROR_ECC_UNCORRECTABLE (214), the kernel
+    # driver's Xid reports (NVRM: Xid 48 double-bit ECC, 79 fallen off the bus)
+    Signature(
+        "gpu-fault",
+        r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
+        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus|"
+        r"Unable to determine the device handle for GPU.*GPU is lost",
+        "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
+        "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
+        "resubmit excluding it (--exclude=NODE); resume from the last checkpoint",
+    ),
+    # NCCL (src/graph/xml.cc, search.cc): a graph file (NCCL_GRAPH_FILE) names GPUs/NICs that
+    # this node does not have; the file's "set by environment" line is the better evidence
+    Signature(
+        "nccl-config",
+        r"XML Import Channel : dev \d+ not found|XML Import Channel : net \d+ not found|"
+        r"Could not open XML (topology|graph) file",
+        "NCCL's graph file names devices this node does not have",
+        "unset NCCL_GRAPH_FILE (and NCCL_TOPO_FILE) unless written for exactly these nodes; "
+        "look for it in the environment, the container image and /etc/nccl.conf",
+    ),
+    # a config-based NCCL tuner plugin found installed (an image, gIB) with no config: NCCL
+    # init fails with ncclInternalError, this its "Last error:"
+    Signature(
+        "nccl-config",
+        r"No NCCL_TUNER_CONFIG_PATH provided",
+        "an NCCL tuner plugin is installed without its configuration",
+        "set NCCL_TUNER_CONFIG_PATH to the plugin's config, or do not load that tuner plugin "
+        "(NCCL_TUNER_PLUGIN); check what the image or the node sets in NCCL_* variables",
     ),
     # only when nothing error-level came before it in its log (see findings.Ranker)
     Signature(
@@ -191,7 +237,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
-        r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed",
+        r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
+        # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
+        r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit",
         "memory exhausted",
         _OOM_FIX,
     ),
@@ -209,7 +257,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
-        r"NET/Socket : .*failed|NET/IB : Got completion from peer .* with error",
+        r"NET/Socket : .*failed|NET/IB ?: Got completion from peer .* with (error|status=[1-9])",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
@@ -232,7 +280,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "shm-exhausted",
         r"insufficient shared memory|Error while creating shared memory segment|"
         r"unable to (allocate|open|write to) shared memory|No space left on device.*shm|"
-        r"/dev/shm.*No space left on device",
+        r"/dev/shm.*No space left on device|"
+        # NCCL (include/shm.h) sizing its segment; torch's DataLoader on a worker's SIGBUS
+        r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit|"
+        r"failed to extend /dev/shm/\S+ to \d+ bytes",
         "/dev/shm is too small for the shared memory segments",
         _SHM_FIX,
     ),
@@ -322,6 +373,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # timeout line before it says is the cause
     Signature(
         "collective-timeout",
+        r"Heartbeat monitor timed out!|watchdog got stuck for \d+ seconds without making progress",
+        "ProcessGroupNCCL's heartbeat monitor found the watchdog stuck (a collective or its "
+        "abort hung)",
+        "find the rank stuck in a collective (its stack, TORCH_DISTRIBUTED_DEBUG=DETAIL); the "
+        "flight recorder dump (TORCH_NCCL_TRACE_BUFFER_SIZE) names the collective",
+        Tier.CONSEQUENCE,
+    ),
+    Signature(
+        "collective-timeout",
         r"Some NCCL operations have failed or timed out",
         "NCCL's watchdog saw a collective fail or time out",
         "find the first rank that failed or got stuck (its own error or stack); "
@@ -354,6 +414,29 @@ SIGNATURES: tuple[Signature, ...] = (
         "several FL clients claim the same site, or flare.init timed out",
         "run one FL client per site and call flare.init on rank 0 only; broadcast to the others",
     ),
+    # NCCL's CUDACHECK (src/include/checks.h): "Cuda failure N 'cudaGetErrorString'" for a
+    # CUDA call of its own; these errors mean the NCCL build does not fit the CUDA runtime or
+    # driver under it (a kernel image for another arch, a driver older than the build)
+    Signature(
+        "version-mismatch",
+        r"NCCL WARN Cuda failure (\d+ )?'(CUDA driver version is insufficient|no kernel image is "
+        r"available|invalid device function|the provided PTX was compiled with an unsupported)|"
+        # the CUDA runtime's errors as torch raises them: a build for another driver or GPU
+        r"CUDA driver version is insufficient for CUDA runtime version|"
+        r"no kernel image is available for execution on the device",
+        "a CUDA call inside NCCL failed: the NCCL build does not fit this CUDA driver or GPU",
+        "use the NCCL that torch bundles, or one built for this CUDA version and driver, on "
+        "every node (`noderun doctor` compares versions)",
+    ),
+    Signature(
+        "version-mismatch",
+        r"NCCL WARN Cuda failure (\d+ )?'invalid argument'",
+        "a CUDA call inside NCCL was rejected ('invalid argument'): often an NCCL build that "
+        "does not fit the CUDA runtime or driver",
+        "try the NCCL that torch bundles, or another NCCL version built for this CUDA, on every "
+        "node (`noderun doctor` compares versions)",
+        Tier.WEAK,
+    ),
     Signature(
         "version-mismatch",
         r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
@@ -376,6 +459,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL lost a peer: a remote rank exited, or the network dropped",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
+    ),
+    # ncclInternalError's text (src/misc/utils.cc ncclGetErrorString): NCCL's own bug or an
+    # unsupported setup; a NCCL WARN that says why (memory, network) outranks it
+    Signature(
+        "nccl-version-bug",
+        r"internal error - please report this issue to the NCCL developers|"
+        r"ncclInternalError: Internal check failed",
+        "NCCL reported an internal error (a bug of that NCCL version, or a setup it mishandles)",
+        "try another NCCL version (the one torch bundles, or a newer one: NCCL_DEBUG=INFO "
+        "shows the WARN before the error); search NVIDIA/nccl issues for that WARN",
+        Tier.WEAK,
     ),
     Signature(
         "network-unreachable",
@@ -432,6 +526,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "(the lines before it; `noderun submit` warns before the limit)",
     ),
     Signature(
+        "preempted",
+        r"CANCELLED AT \S+ DUE TO PREEMPTION",
+        "SLURM preempted the job (a higher-priority job took its nodes)",
+        "resubmit with --requeue and resume from a checkpoint, or use a partition/QOS that is "
+        "not preemptible",
+    ),
+    Signature(
         "node-failure",
         r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
         "a node of the job failed, and SLURM cancelled the job",
@@ -455,6 +556,15 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
         run_failed=True,
+    ),
+    # the shell's report of SIGABRT: a C++ exception nobody caught ("terminate called after
+    # throwing …", whose what() line says why) or an abort(); that line is the evidence
+    Signature(
+        "rank-crashed",
+        r"Aborted \(core dumped\)",
+        "a process aborted (SIGABRT), after the error printed before it",
+        _CRASH_FIX,
+        Tier.CONSEQUENCE,
     ),
     Signature(
         "rank-crashed",
@@ -531,6 +641,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "backend",
         r"^\s*distributed_backend=(\w+)",  # Lightning's banner
         "the process group backend",
+        "",
+        Tier.SIGN,
+    ),
+    Signature(
+        "nccl-file",
+        r"NCCL_GRAPH_FILE set by environment to",
+        "NCCL read its graph (channels) from a file named in the environment",
         "",
         Tier.SIGN,
     ),

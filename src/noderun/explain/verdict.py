@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -111,11 +112,10 @@ def judge(
         hang = next((f for f in problems if f.cause in _HANGS), None)
         if hang is not None:  # it hung, then ran out of time
             problems = [hang, *(f for f in problems if f is not hang)]
-    if mismatch and (problems or sources.failures):
-        problems.insert(0, mismatch)  # a failure after mismatched versions: they are why
-    elif mismatch:
-        warnings.insert(0, mismatch)
-    problems = [_fewer_ranks(ranker, f) for f in problems]
+    if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
+        problems.insert(0, mismatch)
+    problems = [g for g in (_fewer_ranks(ranker, f) for f in problems) if g is not None]
+    problems = [_config_file(ranker, f) for f in problems]
     exit_failure = _after_the_work(ranker, problems)
     if exit_failure is not None:
         problems.insert(0, exit_failure)
@@ -133,15 +133,27 @@ def judge(
     return verdict
 
 
-def _fewer_ranks(ranker: Ranker, finding: Finding) -> Finding:
+def _config_file(ranker: Ranker, finding: Finding) -> Finding:
+    """A graph or topology file NCCL read from the environment is the better evidence of a
+    configuration that does not fit the node than the error it led to."""
+    hit = next((h for (kind, _), (h, _) in ranker.signs.items() if kind == "nccl-file"), None)
+    if finding.cause != "nccl-config" or hit is None:
+        return finding
+    return dataclasses.replace(finding, evidence=Evidence(str(hit.path), hit.line, hit.text))
+
+
+def _fewer_ranks(ranker: Ranker, finding: Finding) -> Finding | None:
     """Lightning's ``MEMBER: 1/N`` means "all ranks think they are 0" only when no other rank
-    announced itself; when others did, fewer ranks were started than the Trainer expects."""
+    announced itself; when others did, fewer ranks were started than the Trainer expects,
+    and when all N did, the finding is moot (None)."""
     members = sorted({int(v) for (kind, v), _ in ranker.signs.items() if kind == "member"})
     if finding.cause != "missing-launcher" or "MEMBER: 1/" not in finding.evidence.text:
         return finding
     if not members or finding.occurrences > 1:  # rank 0 claimed more than once: duplicates
         return finding
     expected = finding.evidence.text.split("MEMBER: 1/")[1].split()[0].strip(",")
+    if expected.isdigit() and set(range(1, int(expected))) <= set(members):
+        return None  # every rank of the N announced itself
     return dataclasses.replace(
         finding,
         cause="rendezvous-timeout",
@@ -186,7 +198,10 @@ def _nccl_mismatch(ranker: Ranker) -> Finding | None:
     ]
     if len({value for value, _ in versions}) < 2:
         return None
-    _, hit = versions[1]
+    # the odd one out: the version fewest nodes run; on a tie the older one (a node an
+    # upgrade left behind)
+    counts = {v: n for (kind, v), (_, n) in ranker.signs.items() if kind == "nccl-version"}
+    _, hit = min(versions, key=lambda vh: (counts[vh[0]], _version_key(vh[0])))
     return Finding(
         cause="version-mismatch",
         summary=f"nodes run different NCCL versions: {', '.join(v for v, _ in versions)}",
@@ -196,6 +211,11 @@ def _nccl_mismatch(ranker: Ranker) -> Finding | None:
         time=hit.time,
         occurrences=len(versions),
     )
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    """``2.14.3+cuda11.7`` -> (2, 14, 3): NCCL's own numbering, for ordering."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
 def _unexplained(where: str, text: str) -> Finding:
