@@ -21,7 +21,6 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import noderun
-from noderun.runtime.entry import run_main
 
 
 def digits(seed: int, val_fraction: float) -> tuple[TensorDataset, TensorDataset]:
@@ -127,4 +126,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))
+    sys.exit(noderun.run_main(main))

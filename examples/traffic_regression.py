@@ -22,7 +22,6 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 import noderun
-from noderun.runtime.entry import run_main
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -147,4 +146,4 @@ def train(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(lambda: train(parse(sys.argv[1:]))))
+    sys.exit(noderun.run_main(lambda: train(parse(sys.argv[1:]))))

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from digits_data import SITES, Net, accuracy, label_counts, site_data, test_data
 
+import noderun
 from noderun.flare import FedAvgJob, Site
-from noderun.runtime.entry import run_main
 
 HERE = Path(__file__).resolve().parent
 
@@ -142,4 +142,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))
+    sys.exit(noderun.run_main(main))

@@ -16,8 +16,7 @@ from digits_data import Net, accuracy, site_data, test_data
 from torch import nn
 
 import noderun
-from noderun.flare import FederatedSite
-from noderun.flare.client import unwrap
+from noderun.flare import FederatedSite, unwrap
 
 
 def main() -> None:

@@ -138,8 +138,7 @@ def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
     from modeling import load_base, load_tokenizer, with_lora
 
     import noderun
-    from noderun.runtime.metrics import STEP_COLUMNS, MetricsLogger
-    from noderun.runtime.training_state import Checkpointer, Position
+    from noderun import STEP_COLUMNS, Checkpointer, MetricsLogger, Position
 
     t = config.training
     with noderun.init(run_dir=config.output_dir or None) as ctx:
@@ -238,6 +237,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from noderun.runtime.entry import run_main
+    from noderun import run_main
 
     sys.exit(run_main(main))

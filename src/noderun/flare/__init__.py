@@ -12,7 +12,7 @@ from typing import Any
 
 from noderun.flare.sites import Site, site_table
 
-__all__ = ["FedAvgJob", "FederatedSite", "Site", "require_nvflare", "site_table"]
+__all__ = ["FedAvgJob", "FederatedSite", "Site", "require_nvflare", "site_table", "unwrap"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,8 +21,8 @@ def __getattr__(name: str) -> Any:
         from noderun.flare import job
 
         return getattr(job, name)
-    if name == "FederatedSite":
-        from noderun.flare.client import FederatedSite
+    if name in ("FederatedSite", "unwrap"):
+        from noderun.flare import client
 
-        return FederatedSite
+        return getattr(client, name)
     raise AttributeError(name)

@@ -34,6 +34,13 @@ DEFAULT_JOIN_TIMEOUT = 30.0
 DEFAULT_COLLECTIVE_TIMEOUT = 600.0
 
 
+def _scalar(value: Any) -> float:
+    """A float of a number or a one-element tensor (a loss: no requires_grad warning)."""
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().item())
+    return float(value)
+
+
 def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
     raw = environ.get(name)
     if raw is None or raw == "":
@@ -100,7 +107,7 @@ class Context:
         if isinstance(value, Mapping):
             keys = list(value)
             reduced = self._all_reduce(
-                torch.tensor([float(value[k]) for k in keys], dtype=torch.float64), mean
+                torch.tensor([_scalar(value[k]) for k in keys], dtype=torch.float64), mean
             )
             return {k: float(v) for k, v in zip(keys, reduced.tolist(), strict=True)}
         if isinstance(value, torch.Tensor):
@@ -110,7 +117,7 @@ class Context:
                 dist.all_reduce(on_device)
                 tensor = on_device.to(value.device)
             return tensor / self.world_size if mean else tensor
-        tensor = self._all_reduce(torch.tensor(float(value), dtype=torch.float64), mean)
+        tensor = self._all_reduce(torch.tensor(_scalar(value), dtype=torch.float64), mean)
         return float(tensor.item())
 
     def broadcast_object(self, obj: T, src: int = 0) -> T:
