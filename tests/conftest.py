@@ -1,4 +1,8 @@
-"""Shared fixtures: the noderun command, a clean environment, leftover-process checks."""
+"""Shared fixtures: the noderun command, a clean environment, leftover-process checks.
+
+Under CI (``CI=true``) a test of the Slurm or SSH lanes that skips (no lab, no sshd, an extra
+of the dev install missing) is reported as a failure: CI has every lab, so a skip there would
+hide a lane that did not run."""
 
 from __future__ import annotations
 
@@ -10,6 +14,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+LAB_MARKERS = ("slurm", "ssh")
+
+
+def under_ci() -> bool:
+    """True where a missing lab is an error: the CI runner (``CI=true``, as most CI systems set)."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -108,3 +120,19 @@ def tiny_llm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.examples.llm_helpers import example
 
     return example("tiny_model").write(tmp_path_factory.mktemp("tiny_llm"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Under CI, a skipped test of a lab lane is a failure (see the module's docstring)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and under_ci()) or hasattr(report, "wasxfail"):
+        return
+    lanes = [m for m in LAB_MARKERS if item.get_closest_marker(m)]
+    if lanes:
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CI=true: the {'/'.join(lanes)} lane must run here, but it skipped: {why}"
+        )
