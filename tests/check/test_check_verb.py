@@ -7,31 +7,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_findings_exit_1_with_file_line_fix() -> None:
     path = FIXTURES / "seed002_wrong.sbatch"
-    result = noderun(["check", str(path)])
+    result = cli(["check", str(path)])
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith(f"{path}:13: ")
     assert "; fix: srun python" in result.stdout
 
 
 def test_clean_script_exit_0_and_warnings_do_not_fail() -> None:
-    result = noderun(["check", str(FIXTURES / "seed002_fixed.sbatch")])
+    result = cli(["check", str(FIXTURES / "seed002_fixed.sbatch")])
     assert result.returncode == 0
     assert "no launch mistakes found" in result.stdout
-    warned = noderun(["check", str(FIXTURES / "seed000_nvflare.slurm")])
+    warned = cli(["check", str(FIXTURES / "seed000_nvflare.slurm")])
     assert warned.returncode == 0
     assert ":8: warning: fixed port 29500" in warned.stdout
 
 
 def test_json_output() -> None:
     path = str(FIXTURES / "seed003_wrong.slurm")
-    result = noderun(["check", "--json", path])
+    result = cli(["check", "--json", path])
     assert result.returncode == 1
     found = json.loads(result.stdout)[path]
     assert {f["code"] for f in found} == {"global-rank-device", "fixed-port", "torchrun-once"}
@@ -44,7 +44,7 @@ def test_unreadable_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> None:
         target.mkdir()
     elif kind == "binary":
         target.write_bytes(b"\xff\xfe\x00#SBATCH")
-    result = noderun(["check", str(target)])
+    result = cli(["check", str(target)])
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
@@ -53,7 +53,7 @@ def test_unreadable_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("mode", ["torchrun", "srun"])
 def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
-    dry = noderun(
+    dry = cli(
         [
             "submit",
             "--dry-run",
@@ -71,6 +71,6 @@ def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
     assert dry.returncode == 0, dry.stderr
     script = dry.stdout.split("\n\n", 1)[0]
     (tmp_path / "job.sbatch").write_text(script + "\n")
-    result = noderun(["check", str(tmp_path / "job.sbatch")])
+    result = cli(["check", str(tmp_path / "job.sbatch")])
     assert result.returncode == 0, result.stdout
     assert "no launch mistakes found" in result.stdout
