@@ -72,24 +72,27 @@ ssh-lab:
 # (one lab start, above), the SSH lab. Statistical soaks and benchmarks are not here:
 # make test-soak, make bench.
 test: dev lab ssh-lab
-	$(MAKE) --no-print-directory lint
+	@$(call TIMED,$(MAKE) --no-print-directory lint)
 	$(MAKE) --no-print-directory test-unit
-	$(MAKE) --no-print-directory test-lanes
+	@$(call TIMED,$(MAKE) --no-print-directory test-lanes)
+
+# each lane says how long it took (the --durations lists say where)
+TIMED = s=$$(date +%s); $(1); rc=$$?; echo "== $@: $$(( $$(date +%s) - s )) s, exit $$rc"; exit $$rc
 
 test-unit:
-	$(PYTEST) $(XDIST) -m "$(UNIT)" --durations=10
+	@$(call TIMED,$(PYTEST) $(XDIST) -m "$(UNIT)" --durations=10)
 
 test-lanes:
 	$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh
 
 lane-local:
-	$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15
+	@$(call TIMED,$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15)
 
 lane-slurm:
-	$(PYTEST) -m "slurm and not soak" --durations=15
+	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=15)
 
 lane-ssh:
-	$(PYTEST) -m "ssh and not soak" --durations=10
+	@$(call TIMED,$(PYTEST) -m "ssh and not soak" --durations=10)
 
 test-fast: dev
 	$(PYTEST) $(XDIST) -m "$(UNIT)"

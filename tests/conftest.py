@@ -11,7 +11,8 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -129,6 +130,17 @@ def processes_running(marker: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def wait_until(condition: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``condition`` until it is true or ``timeout`` seconds passed: a wait on the event
+    itself where a fixed sleep would wait the whole time. True if it came."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
 
 
 @pytest.fixture
