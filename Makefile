@@ -125,7 +125,8 @@ test-wheel: build
 	$(WHEEL_VENV)/bin/pip install -q -c constraints.txt "$$(ls dist/noderun-*.whl)[stacks]" \
 		pytest pytest-timeout
 	cd /tmp && $(CURDIR)/$(WHEEL_VENV)/bin/noderun --version
-	NODERUN_TEST_INSTALLED=wheel $(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	NODERUN_TEST_INSTALLED=wheel NODERUN_TEST_WHEEL="$$(ls $(CURDIR)/dist/noderun-*.whl)" \
+		$(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		-m "not slurm and not ssh and not soak" $(WHEEL_TESTS)
 
 # The fast lane against the other torch (a CUDA build that runs on CPU; ~6 GB venv).
