@@ -72,9 +72,9 @@ ssh-lab:
 # (one lab start, above), the SSH lab. Statistical soaks and benchmarks are not here:
 # make test-soak, make bench.
 test: dev lab ssh-lab
-	@$(call TIMED,$(MAKE) --no-print-directory lint)
+	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory test-unit
-	@$(call TIMED,$(MAKE) --no-print-directory test-lanes)
+	$(MAKE) --no-print-directory test-lanes
 
 # each lane says how long it took (the --durations lists say where)
 TIMED = s=$$(date +%s); $(1); rc=$$?; echo "== $@: $$(( $$(date +%s) - s )) s, exit $$rc"; exit $$rc
@@ -83,7 +83,7 @@ test-unit:
 	@$(call TIMED,$(PYTEST) $(XDIST) -m "$(UNIT)" --durations=10)
 
 test-lanes:
-	$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh
+	@$(call TIMED,$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh)
 
 lane-local:
 	@$(call TIMED,$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15)
@@ -138,9 +138,8 @@ test-torch-matrix: dev
 	$(MATRIX_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "$(UNIT)"
 
 lint: dev
-	$(BIN)/ruff check src tests examples bench
-	$(BIN)/ruff format --check src tests examples bench
-	$(BIN)/mypy
+	@$(call TIMED,$(BIN)/ruff check src tests examples bench && \
+		$(BIN)/ruff format --check src tests examples bench && $(BIN)/mypy)
 
 clean:
 	rm -rf $(VENV) $(WHEEL_VENV) $(MATRIX_VENV) dist build runs .pytest_cache .mypy_cache .ruff_cache
