@@ -38,8 +38,10 @@ def _text(path: Path) -> str:
 
 
 def test_make_lab_starts_the_projects_own_lab() -> None:
-    shown = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True)
-    assert shown.stdout.strip() == "tests/slurm/lab/up.sh -n 3 -a"
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert shown.stdout.splitlines() == ["tests/slurm/lab/up.sh -n 3 -a"]
     for script in ("up.sh", "down.sh"):
         path = ROOT / "tests" / "slurm" / "lab" / script
         assert path.stat().st_mode & 0o111, f"{script} is not executable"
