@@ -7,31 +7,31 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_findings_exit_1_with_file_line_fix() -> None:
     path = FIXTURES / "seed002_wrong.sbatch"
-    result = noderun(["check", str(path)])
+    result = cli(["check", str(path)])
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith(f"{path}:13: ")
     assert "; fix: srun python" in result.stdout
 
 
 def test_clean_script_exit_0_and_warnings_do_not_fail() -> None:
-    result = noderun(["check", str(FIXTURES / "seed002_fixed.sbatch")])
+    result = cli(["check", str(FIXTURES / "seed002_fixed.sbatch")])
     assert result.returncode == 0
     assert "no launch mistakes found" in result.stdout
-    warned = noderun(["check", str(FIXTURES / "seed000_nvflare.slurm")])
+    warned = cli(["check", str(FIXTURES / "seed000_nvflare.slurm")])
     assert warned.returncode == 0
     assert ":8: warning: fixed port 29500" in warned.stdout
 
 
 def test_json_output() -> None:
     path = str(FIXTURES / "seed003_wrong.slurm")
-    result = noderun(["check", "--json", path])
+    result = cli(["check", "--json", path])
     assert result.returncode == 1
     found = json.loads(result.stdout)["files"][path]
     assert {f["code"] for f in found} == {"global-rank-device", "fixed-port", "torchrun-once"}
@@ -44,7 +44,7 @@ def test_unreadable_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> None:
         target.mkdir()
     elif kind == "binary":
         target.write_bytes(b"\xff\xfe\x00#SBATCH")
-    result = noderun(["check", str(target)])
+    result = cli(["check", str(target)])
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
@@ -53,7 +53,7 @@ def test_unreadable_input_is_one_line_exit_2(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("mode", ["torchrun", "srun"])
 def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
-    dry = noderun(
+    dry = cli(
         [
             "submit",
             "--dry-run",
@@ -71,7 +71,7 @@ def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
     assert dry.returncode == 0, dry.stderr
     script = dry.stdout.split("\n\n", 1)[0]
     (tmp_path / "job.sbatch").write_text(script + "\n")
-    result = noderun(["check", str(tmp_path / "job.sbatch")])
+    result = cli(["check", str(tmp_path / "job.sbatch")])
     assert result.returncode == 0, result.stdout
     assert "no launch mistakes found" in result.stdout
 
@@ -86,7 +86,7 @@ def test_noderun_submit_scripts_pass_clean(tmp_path: Path, mode: str) -> None:
 def test_not_bash_is_one_line_and_no_findings(tmp_path: Path, text: str, language: str) -> None:
     script = tmp_path / "job.sh"
     script.write_text(text)
-    result = noderun(["check", str(script)])
+    result = cli(["check", str(script)])
     assert result.returncode == 0, result.stdout
     assert result.stdout.splitlines() == [
         f"{script}: not a bash batch script ({language}); noderun check reads bash scripts "
@@ -102,29 +102,29 @@ def test_file_checks_use_the_submit_dir(tmp_path: Path) -> None:
     )
     elsewhere = tmp_path / "submit"
     elsewhere.mkdir()
-    result = noderun(["check", str(script)], cwd=elsewhere)
+    result = cli(["check", str(script)], cwd=elsewhere)
     assert result.returncode == 1
     assert f"{script}:3: #SBATCH --output folder logs/ does not exist" in result.stdout
     assert f"{script}:5: train.py does not exist" in result.stdout
     (elsewhere / "logs").mkdir()
     (tmp_path / "train.py").write_text("")  # beside the script counts too
-    clean = noderun(["check", "--submit-dir", str(elsewhere), str(script)])
+    clean = cli(["check", "--submit-dir", str(elsewhere), str(script)])
     assert clean.returncode == 0, clean.stdout
     assert clean.stdout == f"{script}: no launch mistakes found\n"
-    skipped = noderun(["check", "--no-file-checks", str(tmp_path / "job.sbatch")], cwd=ROOT)
+    skipped = cli(["check", "--no-file-checks", str(tmp_path / "job.sbatch")], cwd=ROOT)
     assert skipped.returncode == 0, skipped.stdout
 
 
 def test_bad_submit_dir_and_huge_file(tmp_path: Path) -> None:
     script = tmp_path / "job.sbatch"
     script.write_text("#!/bin/bash\nsrun python t.py\n")
-    result = noderun(["check", "--submit-dir", str(tmp_path / "nope"), str(script)])
+    result = cli(["check", "--submit-dir", str(tmp_path / "nope"), str(script)])
     assert result.returncode == 2 and result.stdout == ""
     assert "is not a directory" in result.stderr
     huge = tmp_path / "huge.sbatch"
     with huge.open("wb") as handle:
         handle.truncate(5 * 1024 * 1024)
-    result = noderun(["check", str(huge)])
+    result = cli(["check", str(huge)])
     assert result.returncode == 2 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "not a batch script" in result.stderr
 
@@ -134,9 +134,9 @@ def test_other_encoding_and_empty(tmp_path: Path) -> None:
     latin.write_bytes(
         "#!/bin/bash\n# entraînement\n#SBATCH -N 2\ntorchrun t.py\n".encode("latin-1")
     )
-    result = noderun(["check", "--no-file-checks", str(latin)])
+    result = cli(["check", "--no-file-checks", str(latin)])
     assert result.returncode == 1 and ":4: `torchrun t.py` runs once" in result.stdout
     empty = tmp_path / "empty.sbatch"
     empty.write_text("")
-    result = noderun(["check", str(empty)])
+    result = cli(["check", str(empty)])
     assert result.returncode == 0 and result.stdout == f"{empty}: empty, nothing to check\n"

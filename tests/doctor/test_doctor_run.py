@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import clean_env, noderun
+from tests.slurm.lab import require_lab
 
 SECRET = "s3cr3t-value-never-printed"
 
@@ -48,8 +48,7 @@ def test_doctor_on_this_machine(tmp_path: Path):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
-    if shutil.which("sbatch") is None:
-        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    require_lab()
     run_dir = tmp_path / "doc"
     done = noderun(
         ["doctor", "--submit", "--nodes", "3", "--json", "--run-dir", str(run_dir)],
@@ -72,8 +71,7 @@ def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
 
 @pytest.mark.slurm
 def test_submit_with_more_nodes_than_the_partition_is_refused(tmp_path: Path):
-    if shutil.which("sinfo") is None:
-        pytest.skip("the Slurm lab is not running")
+    require_lab()
     done = noderun(["doctor", "--submit", "--nodes", "64", "--run-dir", str(tmp_path / "d")])
     assert done.returncode == 2
     assert "--nodes 64 but partition" in done.stderr and len(done.stderr.splitlines()) == 1
@@ -84,8 +82,7 @@ def test_submit_with_more_nodes_than_the_partition_is_refused(tmp_path: Path):
 @pytest.mark.slow
 def test_a_port_held_on_the_master_fails_the_doctor(tmp_path: Path):
     """A real stale listener on the job's port: the doctor fails and names port and fix."""
-    if shutil.which("salloc") is None:
-        pytest.skip("the Slurm lab is not running")
+    require_lab()
     script = Path(__file__).parent / "scripts" / "hold_port_then_doctor.py"
     done = subprocess.run(
         ["salloc", "--nodes=2", "--time=00:05:00", sys.executable, str(script),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from noderun.explain.sources import failed_rank
+from tests.slurm.lab import require_lab
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -74,8 +75,7 @@ def test_several_inputs_and_a_directory_of_logs(tmp_path):
 @pytest.mark.slurm
 def test_a_slurm_job_id(tmp_path):
     """A real failing job on the lab (python without srun), explained by its id alone."""
-    if shutil.which("sbatch") is None:
-        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    require_lab()
     scenario = Path(__file__).parent / "scenarios"
     submitted = subprocess.run(
         [
@@ -107,8 +107,7 @@ def test_a_slurm_job_id(tmp_path):
 
 @pytest.mark.slurm
 def test_unknown_job_id_is_exit_2():
-    if shutil.which("sacct") is None:
-        pytest.skip("the Slurm lab is not running")
+    require_lab()
     done = explain_cli("987654321")
     assert done.returncode == 2
     assert "unknown SLURM job id 987654321" in done.stderr

@@ -1,4 +1,4 @@
-"""Helpers for tests on the real Slurm lab (../shared/slurm-lab, `up.sh -n 3 -a`)."""
+"""Helpers for tests on the real Slurm lab (tests/slurm/lab/up.sh -n 3 -a; `make lab` starts it)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,47 @@ import re
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from noderun.backends.slurm import JobState, wait_for_job
-from tests.conftest import ROOT, clean_env
+from tests.conftest import ROOT, clean_env, under_ci
 
 WORKLOADS = Path(__file__).parent / "workloads"
 CLASSIFIER = ROOT / "examples" / "ddp_classifier.py"
 PYTHON = sys.executable
 
 
-def require_lab() -> None:
-    if shutil.which("sinfo") is None:
-        pytest.skip("no Slurm client here; start the lab with ../shared/slurm-lab/up.sh -n 3 -a")
-    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True)
+START = "make lab (sudo tests/slurm/lab/up.sh -n 3 -a)"
+
+
+@cache
+def lab_missing() -> str | None:
+    """Why the 3-node lab with accounting cannot be used here, or None (asked once a session)."""
+    for tool in ("sinfo", "sbatch", "srun", "salloc", "sacct", "scontrol"):
+        if shutil.which(tool) is None:
+            return f"no {tool} here (no Slurm client); start the lab: {START}"
+    try:
+        nodes = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        return f"sinfo did not answer in 30 s; restart the lab: {START}"
     if nodes.returncode != 0 or len(set(nodes.stdout.split())) < 3:
-        pytest.skip("the Slurm lab needs 3 nodes: ../shared/slurm-lab/up.sh -n 3 -a")
+        return f"the Slurm lab is not running with 3 nodes; start it: {START}"
+    return None
+
+
+def require_lab() -> None:
+    """Skip without the lab; under CI (CI=true) a missing lab fails the test instead."""
+    why = lab_missing()
+    if why:
+        if under_ci():
+            pytest.fail(f"CI=true and {why}", pytrace=False)
+        pytest.skip(why)
 
 
 def job_id_of(stdout: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, noderun, processes_running
+from tests.conftest import ROOT, SCRIPTS, noderun, processes_running, wait_until
 from tests.ssh.lab import PRIVATE, SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -83,8 +83,8 @@ def test_a_killed_remote_rank_ends_everything_on_every_host(
     assert "rank 3 (node 1 on sshhost2, local rank 1) failed: killed by SIGKILL" in last, last
     killed_at = float((run_dir / "killed_at").read_text())
     assert ended - killed_at < 10, f"{ended - killed_at:.1f} s from the kill to the end"
-    time.sleep(1)
-    assert not processes_running(str(script)), "a rank outlived the job on a host"
+    gone = wait_until(lambda: not processes_running(str(script)), timeout=1)
+    assert gone, "a rank outlived the job on a host"
     explained = noderun(["explain", str(run_dir)])  # names the host and rank, as locally
     expected = "  failed:   rank 3 (node 1 on sshhost2, local rank 1): killed by SIGKILL"
     assert explained.returncode == 1 and expected in explained.stdout, explained.stdout
@@ -133,8 +133,8 @@ def test_ctrl_c_tears_down_every_host(ssh_lab: SshLab, tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, out[-1000:] + err[-1000:]
-    time.sleep(1)
-    assert not processes_running(str(script)), "a rank outlived Ctrl-C on a host"
+    gone = wait_until(lambda: not processes_running(str(script)), timeout=1)
+    assert gone, "a rank outlived Ctrl-C on a host"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from noderun import cli
 from tests.conftest import SCRIPTS, noderun
+from tests.slurm.lab import require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -19,8 +20,7 @@ TRAINER = str(SCRIPTS / "tiny_trainer.py")
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Path]]:
     """A healthy 2-node job and one whose rank 1 crashes, submitted with `noderun submit`."""
-    if shutil.which("sbatch") is None:
-        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    require_lab()
     root = tmp_path_factory.mktemp("verify-slurm")
     out = {}
     for name, extra in (("ok", []), ("crash", ["--crash-rank", "1", "--crash-epoch", "2"])):

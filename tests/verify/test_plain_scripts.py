@@ -4,13 +4,13 @@ Lightning script, launched by `noderun run` here and `noderun submit` on the Slu
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from noderun import cli
 from tests.conftest import ROOT, noderun
+from tests.slurm.lab import require_lab
 
 pytestmark = pytest.mark.slow
 
@@ -123,8 +123,7 @@ def test_lightning_world_size_other_than_asked_fails(local_runs, capsys):
 @pytest.mark.slurm
 @pytest.mark.parametrize(("name", "mode"), [("plain", "torchrun"), ("lightning", "srun")])
 def test_on_the_lab(name: str, mode: str, tmp_path: Path, capsys) -> None:
-    if shutil.which("sbatch") is None:
-        pytest.skip("the Slurm lab is not running (../shared/slurm-lab/up.sh -n 3 -a)")
+    require_lab()
     run_dir = tmp_path / name
     args = _plain_args(run_dir) if name == "plain" else _lightning_args(run_dir)
     done = noderun(

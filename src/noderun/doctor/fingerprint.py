@@ -1,14 +1,18 @@
 """What code a node would run, and which paths it sees: facts for ``noderun doctor``.
 
 Seed 001's checklist ("same code on both nodes, model and dataset at the same paths") as
-probe facts. The script is hashed whole; an installed package is hashed through pip's
-``RECORD`` (one line per file with that file's sha256, so it changes when any file does),
-or, for an editable or RECORD-less install, through its ``.py`` files. Nothing is
-imported: torch's import costs seconds on every node, its RECORD a millisecond.
+probe facts. The script is hashed whole. A package is hashed through the files inside its own
+folder (``torch/...``, ``noderun/...``): their relative paths and sha256, taken from pip's
+``RECORD`` where it lists them (a wheel install: a millisecond, where hashing torch's files
+would take seconds) or read from disk (an editable install), in one format, so an editable and
+a wheel install of the same code agree. What pip writes per venv is left out: the console
+scripts in ``bin/`` (their first line names the venv's interpreter), ``RECORD`` itself,
+``direct_url.json``, and the bytecode pip compiles at install time. Nothing is imported.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 import json
@@ -38,13 +42,47 @@ def _editable(dist: metadata.Distribution) -> bool:
     return bool(isinstance(url, dict) and (url.get("dir_info") or {}).get("editable"))
 
 
-def _tree_digest(folder: Path) -> str:
-    """The sha256 of every ``.py`` file below ``folder``: relative names and contents."""
+def _skipped(relative: str) -> bool:
+    """Files that are not the package's code: bytecode, written per install or per run."""
+    return "__pycache__/" in relative or relative.endswith((".pyc", ".pyo"))
+
+
+def _record_hash(data: bytes) -> str:
+    """A file's hash as pip's RECORD writes it."""
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def _combine(entries: dict[str, str]) -> str:
     total = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        total.update(str(path.relative_to(folder)).encode() + b"\0")
-        total.update(hashlib.sha256(path.read_bytes()).digest())
+    for relative in sorted(entries):
+        total.update(f"{relative}\0{entries[relative]}\n".encode())
     return total.hexdigest()
+
+
+def _tree_digest(folder: Path) -> str:
+    """Every file below ``folder`` (but bytecode): relative names and contents."""
+    entries = {}
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder.parent).as_posix()
+        if path.is_file() and not _skipped(relative):
+            entries[relative] = _record_hash(path.read_bytes())
+    return _combine(entries)
+
+
+def _record_digest(record: str, top: str) -> str | None:
+    """The package folder's files as RECORD lists them; None if RECORD lists none of them
+    (an editable install) or lists one without its hash."""
+    entries = {}
+    for line in record.splitlines():
+        relative, _, rest = line.partition(",")
+        if not relative.startswith(top + "/") or _skipped(relative):
+            continue
+        file_hash = rest.partition(",")[0]
+        if not file_hash:
+            return None
+        entries[relative] = file_hash
+    return _combine(entries) if entries else None
 
 
 def package_digest(name: str) -> dict[str, Any]:
@@ -62,8 +100,9 @@ def package_digest(name: str) -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         record = None
     try:
-        if record:
-            out["sha256"], out["basis"] = hashlib.sha256(record.encode()).hexdigest(), "RECORD"
+        digest = _record_digest(record, folder.name) if record else None
+        if digest:
+            out["sha256"], out["basis"] = digest, "RECORD"
         else:
             out["sha256"], out["basis"] = _tree_digest(folder), "files"
     except OSError as err:

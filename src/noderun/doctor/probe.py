@@ -110,13 +110,40 @@ def route_interface(address: str, port: int) -> dict[str, Any]:
     return {"interface": name, "local_address": local, "error": None}
 
 
+def _is_launcher(proc: psutil.Process) -> bool:
+    try:
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
+    return any(marker in cmd for marker in LEFTOVER_MARKERS)
+
+
+def _orphaned(proc: psutil.Process) -> bool:
+    """Whether the launcher process ``proc`` outlived what started it: going up through its
+    launcher ancestors (torchrun's agent above its ranks, the node entry above the agent) ends
+    at init, or at no parent. A live job's launchers hang from something alive that is not a
+    launcher: ``noderun run``, slurmstepd, a shell."""
+    try:
+        for parent in proc.parents():
+            if parent.pid <= 1:
+                return True
+            if not _is_launcher(parent):
+                return False
+        return bool(proc.ppid() <= 1)
+    except psutil.Error:
+        return False
+
+
 def leftovers() -> dict[str, Any]:
-    """Launcher processes of earlier runs, stale /dev/shm segments, torchelastic temp dirs."""
+    """Launcher processes of earlier runs (orphaned; never a live job's), stale /dev/shm
+    segments, torchelastic temp dirs."""
     mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
     procs = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["pid"] not in mine and any(m in cmd for m in LEFTOVER_MARKERS):
+        if proc.info["pid"] in mine or not any(m in cmd for m in LEFTOVER_MARKERS):
+            continue
+        if _orphaned(proc):
             procs.append(f"{proc.info['pid']}: {cmd[:80]}")
     shm = Path("/dev/shm")
     stale = (
