@@ -29,6 +29,7 @@ def _args(path: Path, **options: object) -> argparse.Namespace:
         "nproc_per_node": 2,
         "run_dir": path.parent / "run",
         "master_port": None,
+        "master_addr": None,
         "mode": LaunchMode.TORCHRUN,
         "join_timeout": 20.0,
         "dry_run": False,
