@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import torch
 
+from noderun import timeline
 from noderun.atomic import fsync_path
 from noderun.errors import UsageError
 
@@ -170,7 +171,21 @@ def save(
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
+    announce(Path(directory))
     return take_full(state, Path(directory), tag, keep, meta)()
+
+
+# the timeline stage that says a run checkpoints (verify: none at the end is then a FAIL)
+CHECKPOINTER_READY = "checkpointer_ready"
+
+
+def announce(directory: Path) -> None:
+    """Say in the run's timeline that this run writes checkpoints into ``directory`` (when it is
+    a run directory's ``checkpoints/``), so a run that ends without one is not taken for a run
+    that never meant to write any."""
+    run_dir = directory.parent
+    if (run_dir / "logs").is_dir():
+        timeline.stamp(run_dir, CHECKPOINTER_READY, "rank0")
 
 
 def take_full(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
-from noderun import atomic
+from noderun import atomic, timeline
 from noderun.errors import UsageError
 from noderun.runtime import heartbeat, write_errors
 
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 GPU_SAMPLE_SEC = 1.0  # NVML reports over its own ~1 s window; sampling faster adds nothing
+
+# the timeline stage that says this run writes metrics.csv (verify: missing is then a FAIL)
+METRICS_STARTED = "metrics_started"
 
 COLUMNS: tuple[str, ...] = (
     "epoch",
@@ -91,6 +94,8 @@ class MetricsLogger:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", newline="") as handle:
                 csv.writer(handle).writerow(self.columns)
+        if (path.parent / "logs").is_dir():  # in a run directory: verify expects the file now
+            timeline.stamp(path.parent, METRICS_STARTED, "rank0")
 
     def log(self, **row: Any) -> None:
         """Write one row; values should already be reduced across ranks."""

@@ -104,6 +104,8 @@ class Checkpointer:
         # the paced commit still waiting for its turn: (future, its gather, the turn before)
         self._waiting: tuple[Future[Path], Callable[[], object], float] | None = None
         self.on_write_error = write_errors.policy() if on_write_error is None else on_write_error
+        if ctx.is_main:  # verify then expects a complete checkpoint at the end
+            checkpoint.announce(self.directory)
         atexit.register(self._wait_at_exit)  # before init()'s shutdown: atexit is LIFO
         if ctx.is_main and (short := disk_room.shortfall(ctx.run_dir, self._estimate())):
             write_errors.say(write_errors.WriteError(short), "warn")

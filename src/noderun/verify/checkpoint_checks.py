@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
-from noderun import rundir
+from noderun import rundir, timeline
 from noderun.errors import NoderunError
 from noderun.runtime import checkpoint
+from noderun.runtime.checkpoint import CHECKPOINTER_READY
 from noderun.runtime.loading import load
 from noderun.verify.evidence import RunEvidence, load_json, number
 from noderun.verify.model import Check, Expectations, failed, passed, skipped, warned
@@ -68,6 +69,9 @@ def check_checkpoint(ev: RunEvidence, _: Expectations) -> Check:
         if partial:
             why = f"only incomplete ones ({', '.join(partial)})"
             return failed("checkpoint", f"no complete checkpoint in checkpoints/: {why}")
+        started = any(r["stage"] == CHECKPOINTER_READY for r in timeline.gather(ev.run_dir))
+        if started:
+            return failed("checkpoint", "no complete checkpoint in checkpoints/: none written")
         if ev.noderun_runtime:  # a script that chose not to checkpoint (--require makes it FAIL)
             return skipped("checkpoint", "no checkpoints/ (the script saved none)")
         return _script_checkpoint(ev)

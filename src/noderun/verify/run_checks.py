@@ -8,10 +8,10 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from noderun import failures, rundir
+from noderun import failures, rundir, timeline
 from noderun.explain.scanner import Hit, Scanner
 from noderun.explain.signatures import Tier
-from noderun.runtime.metrics import COLUMNS, STEP_COLUMNS
+from noderun.runtime.metrics import COLUMNS, METRICS_STARTED, STEP_COLUMNS
 from noderun.verify.checkpoint_checks import check_checkpoint
 from noderun.verify.evidence import RunEvidence, load_json, number
 from noderun.verify.group_checks import GROUP_CHECKS
@@ -70,8 +70,17 @@ def _index(header: list[str]) -> str | None:
     return next((c for c in ("epoch", "step") if c in header), None)
 
 
+def _started(ev: RunEvidence, stage: str) -> bool:
+    """The run's timeline says a rank reached ``stage`` (it meant to write that evidence)."""
+    return any(row["stage"] == stage for row in timeline.gather(ev.run_dir))
+
+
 def check_metrics_file(ev: RunEvidence, _: Expectations) -> Check:
-    if not ev.metrics.ok and ev.metrics.error.endswith("is missing"):
+    if (
+        not ev.metrics.ok
+        and ev.metrics.error.endswith("is missing")
+        and not _started(ev, METRICS_STARTED)
+    ):
         # a script that chose to write no metrics is judged on the rest (--require makes it FAIL)
         return skipped(
             "metrics",
