@@ -165,3 +165,7 @@ def test_task_kinds_train_submit_model_and_validate_reach_every_rank(tmp_path: P
     table = json.loads(results[0].read_text())
     found = [m for per_site in table.values() for m in per_site.values() if m]
     assert found and all("val_loss" in m for m in found), table
+    # each site evaluated the model it was sent (its data differs): its own model, the other
+    # site's and the global one give three different losses on each site
+    for per_site in table.values():
+        assert len({m["val_loss"] for m in per_site.values()}) == 3, table

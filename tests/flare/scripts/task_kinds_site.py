@@ -13,9 +13,10 @@ with noderun.init() as ctx, FederatedSite(ctx) as site:
     torch.manual_seed(0)
     model = ctx.prepare(torch.nn.Linear(4, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(16, 4), torch.randn(16, 2)
     seen = []
     for fl_round in site.rounds(model):
+        data = torch.Generator().manual_seed(int(fl_round.site.rsplit("-", 1)[1]))  # per site
+        x, y = torch.randn(16, 4, generator=data), torch.randn(16, 2, generator=data)
         seen.append([fl_round.kind, fl_round.task, fl_round.number])
         if fl_round.is_validate:
             with torch.no_grad():
