@@ -191,6 +191,7 @@ class TrainingLoop:
         skip = self.global_step
         self.model.train()
         passes = 0
+        self._window_began = time.perf_counter()  # the first row's step time: steps only
         while self.global_step < self.max_steps:
             if set_epoch is not None:
                 set_epoch(passes)  # the per-pass shuffle of a ctx.loader()
@@ -216,7 +217,6 @@ class TrainingLoop:
                     "TrainingLoop.iterate() was given no batches",
                     "give it a loader with at least one batch on every rank",
                 )
-        self._window_began = time.perf_counter()
 
     def end_step(self, samples: int = 0, **values: float) -> dict[str, float] | None:
         """Step mode: end this global step on every rank. ``values`` (e.g. ``train_loss``) are
