@@ -1,5 +1,9 @@
 """``noderun.checkpoint``: save, load and resume training state (see runtime.checkpoint).
 
+The save contract: ``Checkpointer.save(position)`` is collective (every rank, same point);
+``save_state(state, directory, tag)`` writes a plain state dict on one rank only (rank 0);
+``save`` is a deprecated alias of ``save_state`` that warns.
+
 state = noderun.checkpoint.load("runs/x/checkpoints/epoch-0012")
 state["model"]        # the full model state dict, also for sharded checkpoints
 """
@@ -12,6 +16,7 @@ from noderun.runtime.checkpoint import (
     read_meta,
     resolve,
     save,
+    save_state,
 )
 from noderun.runtime.loading import load
 from noderun.runtime.training_state import Checkpointer, Position
@@ -27,4 +32,5 @@ __all__ = [
     "read_meta",
     "resolve",
     "save",
+    "save_state",
 ]

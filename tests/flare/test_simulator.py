@@ -26,7 +26,13 @@ def _site_runs(workspace: Path) -> dict[str, dict[str, object]]:
 
 
 def _sim_job(
-    tmp_path: Path, script1: str, nodes1: int, script2: str, rounds: int = 2, **env: str
+    tmp_path: Path,
+    script1: str,
+    nodes1: int,
+    script2: str,
+    rounds: int = 2,
+    *options: str,
+    **env: str,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     workspace = tmp_path / "ws"
     try:
@@ -39,6 +45,7 @@ def _sim_job(
                 str(nodes1),
                 str(SCRIPTS / script2),
                 str(rounds),
+                *options,
             ],
             capture_output=True,
             text=True,
@@ -134,3 +141,31 @@ def test_site_dying_before_its_first_task_fails_the_simulation(tmp_path: Path) -
     assert (
         "site-1: exit code 1: ModuleNotFoundError: No module named 'noderun_missing_module'" in last
     )
+
+
+def test_task_kinds_train_submit_model_and_validate_reach_every_rank(tmp_path: Path) -> None:
+    """Real FLARE: one FedAvg round, then cross-site evaluation (submit_model, validate)."""
+    result, workspace = _sim_job(tmp_path, "task_kinds_site.py", 2, "task_kinds_site.py", 1, "cse")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    kinds: dict[str, list[list[object]]] = {}
+    for path in workspace.rglob("runs/*/kinds-rank*.json"):
+        kinds[f"{path.parent.name.rsplit('-', 2)[0]}/{path.name}"] = json.loads(path.read_text())
+    # site-1 runs 2 ranks, site-2 one: every rank of a site saw the same kinds, in FLARE's order
+    assert len(kinds) == 3, sorted(kinds)
+    for site in ("site-1", "site-2"):
+        ranks = [v for k, v in kinds.items() if k.startswith(site)]
+        assert all(r == ranks[0] for r in ranks), kinds
+        sequence = [kind for kind, _task, _number in ranks[0]]
+        assert sequence[0] == "train" and "submit_model" in sequence, sequence
+        assert sequence.count("validate") >= 2, sequence  # the global model and the others'
+        assert sequence.index("submit_model") < len(sequence) - 1
+    # the validate metrics (no weights) reached FLARE's cross-site results
+    results = list(workspace.rglob("cross_val_results.json"))
+    assert results, "FLARE wrote no cross-site evaluation results"
+    table = json.loads(results[0].read_text())
+    found = [m for per_site in table.values() for m in per_site.values() if m]
+    assert found and all("val_loss" in m for m in found), table
+    # each site evaluated the model it was sent (its data differs): its own model, the other
+    # site's and the global one give three different losses on each site
+    for per_site in table.values():
+        assert len({m["val_loss"] for m in per_site.values()}) == 3, table

@@ -21,7 +21,7 @@ from noderun.runtime.training_state import Checkpointer, Position
 
 def test_save_writes_marker_last_and_loads(tmp_path: Path) -> None:
     state = {"model": {"w": torch.arange(6.0).reshape(2, 3)}, "epoch": 3}
-    final = checkpoint.save(state, tmp_path, "epoch-0003", meta={"epoch": 3})
+    final = checkpoint.save_state(state, tmp_path, "epoch-0003", meta={"epoch": 3})
     assert final == tmp_path / "epoch-0003"
     assert sorted(p.name for p in final.iterdir()) == [".complete", "meta.json", "state.pt"]
     assert not list(tmp_path.glob(".*tmp*"))
@@ -33,7 +33,7 @@ def test_save_writes_marker_last_and_loads(tmp_path: Path) -> None:
 
 def test_partial_checkpoints_are_never_latest_and_keep_k(tmp_path: Path) -> None:
     for epoch in range(1, 6):
-        checkpoint.save(
+        checkpoint.save_state(
             {"model": {"e": torch.tensor(epoch)}}, tmp_path, f"epoch-{epoch:04d}", keep=2
         )
     assert [p.name for p in checkpoint.checkpoints(tmp_path)] == ["epoch-0004", "epoch-0005"]
@@ -46,13 +46,13 @@ def test_partial_checkpoints_are_never_latest_and_keep_k(tmp_path: Path) -> None
     with pytest.raises(UsageError, match=r"epoch-0006 is incomplete \(no \.complete marker"):
         public.load(crashed)
     # writing the same tag again replaces the partial one
-    checkpoint.save({"model": {"e": torch.tensor(6)}}, tmp_path, "epoch-0006", keep=2)
+    checkpoint.save_state({"model": {"e": torch.tensor(6)}}, tmp_path, "epoch-0006", keep=2)
     assert public.load(checkpoint.latest(tmp_path))["model"]["e"] == 6  # type: ignore[arg-type]
 
 
 def test_load_refuses_pickled_code(tmp_path: Path) -> None:
     """weights_only=True: a checkpoint that needs arbitrary unpickling is refused, not run."""
-    final = checkpoint.save({"model": {}}, tmp_path, "epoch-0001")
+    final = checkpoint.save_state({"model": {}}, tmp_path, "epoch-0001")
     torch.save({"model": {}, "evil": Position(1, 2, 3)}, final / "state.pt")  # a dataclass
     with pytest.raises(UsageError, match=r"state\.pt is corrupt or not a torch checkpoint"):
         public.load(final)
@@ -62,8 +62,8 @@ def test_resolve(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert checkpoint.resolve(None, run) is None
     assert checkpoint.resolve("auto", run) is None  # first start of a requeued job
-    first = checkpoint.save({"model": {}}, run / "checkpoints", "epoch-0001")
-    second = checkpoint.save({"model": {}}, run / "checkpoints", "epoch-0002")
+    first = checkpoint.save_state({"model": {}}, run / "checkpoints", "epoch-0001")
+    second = checkpoint.save_state({"model": {}}, run / "checkpoints", "epoch-0002")
     assert checkpoint.resolve("auto", run) == second
     assert checkpoint.resolve(str(run), tmp_path / "other") == second  # a run directory
     assert checkpoint.resolve(first, run) == first
@@ -160,7 +160,7 @@ def test_bad_resume_inputs_name_the_file_and_change_nothing(tmp_path: Path) -> N
     partial.mkdir()
     (partial / "state.pt").write_bytes((good / "state.pt").read_bytes())
     corrupt = good.parent / "epoch-0003"
-    checkpoint.save({"model": {}}, good.parent, "epoch-0003", keep=0)
+    checkpoint.save_state({"model": {}}, good.parent, "epoch-0003", keep=0)
     (corrupt / "state.pt").write_bytes(b"\x00not a zip at all")
     before = _snapshot(tmp_path)
     model = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 1))
@@ -267,7 +267,7 @@ def test_only_small_plain_cpu_state_is_serialized_in_memory(
 @pytest.mark.parametrize("kind", [str, Path])
 def test_public_functions_take_str_and_pathlike(tmp_path: Path, kind: type) -> None:
     directory = kind(tmp_path / "checkpoints")
-    saved = public.save({"model": {"w": torch.ones(2)}}, directory, "epoch-0001")
+    saved = public.save_state({"model": {"w": torch.ones(2)}}, directory, "epoch-0001")
     assert public.latest(directory) == saved
     assert public.checkpoints(directory) == [saved]
     assert public.is_complete(kind(saved))
@@ -281,7 +281,7 @@ def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) 
     model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
     weights = model.state_dict()
     state = {"model": weights, "tied": [weights["0.weight"], weights["0.weight"]]}
-    saved = checkpoint.read_full(checkpoint.save(state, tmp_path, "epoch-0001"))
+    saved = checkpoint.read_full(checkpoint.save_state(state, tmp_path, "epoch-0001"))
     assert saved["model"]._metadata["1"]["version"] == 2  # BatchNorm's state_dict version
     assert (
         saved["tied"][0].data_ptr()
@@ -289,3 +289,23 @@ def test_an_async_save_keeps_module_versions_and_shared_tensors(tmp_path: Path) 
         == (saved["model"]["0.weight"].data_ptr())
     )
     model.load_state_dict(saved["model"])
+
+
+def test_save_contract_rank0_save_state_and_deprecated_alias(tmp_path: Path) -> None:
+    import warnings
+
+    # save_state is the rank-0 writer: no warning, a complete checkpoint
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = public.save_state({"model": {"w": torch.tensor(1)}}, tmp_path, "epoch-0001")
+    assert checkpoint.is_complete(path)
+    # the old name still writes, but warns and names the new function
+    with pytest.warns(DeprecationWarning, match=r"save_state"):
+        old = public.save({"model": {"w": torch.tensor(2)}}, tmp_path, "epoch-0002")
+    assert public.load(old)["model"]["w"].item() == 2
+    # the public namespace's save_state is not the collective one, and the docs say which is which
+    assert public.save_state is checkpoint.save_state
+    assert not hasattr(public.Checkpointer.save, "__wrapped__")
+    docs = (Path(__file__).parents[2] / "docs" / "checkpoints.md").read_text()
+    assert "`noderun.checkpoint.save_state(state, directory, tag)` | **one rank only**" in docs
+    assert "`Checkpointer.save(position, extra)` | **every rank, at the same point**" in docs

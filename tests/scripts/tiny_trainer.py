@@ -53,7 +53,7 @@ def main() -> None:
             metrics.log(epoch=epoch, val_accuracy=0.5, **row)
             if ctx.is_main:
                 module = getattr(model, "module", model)
-                checkpoint.save(
+                checkpoint.save_state(
                     {"model": module.state_dict()},
                     ctx.run_dir / "checkpoints",
                     f"epoch-{epoch:04d}",

@@ -6,6 +6,18 @@
             ...train...
             site.send(model, metrics={"accuracy": acc}, steps=n)   # averaged over ranks
 
+Each round has FLARE's task kind, the same on every rank: ``train`` (train, send weights and
+metrics), ``validate`` (evaluate the received model, ``site.send`` sends the metrics and no
+weights) or ``submit_model`` (``site.send`` sends this site's model, no training):
+
+        for fl_round in site.rounds(model):
+            if fl_round.is_validate:
+                site.send(model, metrics={"accuracy": evaluate(model)})
+                continue
+            if fl_round.is_train:
+                ...train...
+            site.send(model, metrics=..., steps=n)
+
 Rank 0 waits for FLARE's next task in a thread while the other ranks wait in a broadcast that
 is renewed every ``heartbeat`` seconds, so slow peer sites never trip the collective timeout.
 The decision (next round, stop, or rank 0's FLARE error) reaches every rank by broadcast; the
@@ -35,6 +47,8 @@ HEARTBEAT_ENV = "NODERUN_FLARE_HEARTBEAT"
 # nvflare.client.cell.bootstrap.BOOTSTRAP_FILE_ENV_VAR: set by FLARE for the process it launches
 FLARE_BOOTSTRAP_ENV = "NVFLARE_CLIENT_API_BOOTSTRAP"
 TIMINGS_FILE = "flare_rounds.json"
+# FLARE's task kinds as nvflare.client reports them (is_train, is_evaluate, is_submit_model)
+TRAIN, VALIDATE, SUBMIT_MODEL = "train", "validate", "submit_model"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +59,20 @@ class Round:
     total: int
     site: str
     job_id: str
+    kind: str = TRAIN  # TRAIN, VALIDATE or SUBMIT_MODEL, decided by rank 0 for every rank
+    task: str = ""  # FLARE's task name (e.g. "train", "validate", "submit_model")
+
+    @property
+    def is_train(self) -> bool:
+        return self.kind == TRAIN
+
+    @property
+    def is_validate(self) -> bool:
+        return self.kind == VALIDATE
+
+    @property
+    def is_submit_model(self) -> bool:
+        return self.kind == SUBMIT_MODEL
 
 
 class FlareSessionError(NoderunError):
@@ -70,6 +98,15 @@ def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
             for t in tensors:
                 t.copy_(flat[offset : offset + t.numel()].view_as(t))
                 offset += t.numel()
+
+
+def task_kind(flare: Any) -> str:
+    """The kind of the task rank 0 just received, from FLARE's client API (rank 0 only)."""
+    if flare.is_evaluate():
+        return VALIDATE
+    if flare.is_submit_model():
+        return SUBMIT_MODEL
+    return TRAIN  # is_train(), and a task of another name: trained, as before kinds existed
 
 
 class FederatedSite:
@@ -108,7 +145,9 @@ class FederatedSite:
             self.init_seconds = time.perf_counter() - started
 
     def rounds(self, model: torch.nn.Module) -> Iterator[Round]:
-        """Each FLARE task as a Round, the global weights already loaded into ``model``."""
+        """Each FLARE task as a Round, the global weights already loaded into ``model``
+        (train, validate: the model to evaluate; submit_model brings none: ``model`` keeps
+        this site's weights)."""
         while True:
             started = time.perf_counter()
             kind, payload = self._next_decision()
@@ -120,12 +159,13 @@ class FederatedSite:
                     f"rank 0's FLARE session failed: {payload}", "see rank 0's log"
                 )
             started = time.perf_counter()
-            if self.ctx.is_main:
-                params = {k: torch.as_tensor(v) for k, v in self._received.params.items()}
-                unwrap(model).load_state_dict(params, strict=True)
-            if self.ctx.distributed:
-                broadcast_state(unwrap(model))
             self.round = Round(**payload)
+            if self.round.kind != SUBMIT_MODEL:
+                if self.ctx.is_main:
+                    params = {k: torch.as_tensor(v) for k, v in self._received.params.items()}
+                    unwrap(model).load_state_dict(params, strict=True)
+                if self.ctx.distributed:
+                    broadcast_state(unwrap(model))
             self._timing = {"round": self.round.number, "task_at": time.time(), "wait_s": waited}
             self._timing["heartbeats"], self._heartbeats = self._heartbeats, 0
             self._timing["broadcast_s"] = time.perf_counter() - started
@@ -144,7 +184,8 @@ class FederatedSite:
         metrics: Mapping[str, float] | None = None,
         steps: int | None = None,
     ) -> dict[str, float]:
-        """Average ``metrics`` over ranks; rank 0 sends the weights and them to FLARE."""
+        """Average ``metrics`` over ranks; rank 0 sends them to FLARE with the weights (a
+        train round), without weights (validate), or the weights alone (submit_model)."""
         started = time.perf_counter()
         self._timing["train_s"] = started - self._trained_from
         averaged = self.ctx.all_reduce_mean(dict(metrics or {}))
@@ -153,9 +194,15 @@ class FederatedSite:
             from nvflare.apis.fl_constant import FLMetaKey
             from nvflare.app_common.abstract.fl_model import FLModel
 
-            params = {k: v.detach().cpu() for k, v in unwrap(model).state_dict().items()}
-            meta = {} if steps is None else {FLMetaKey.NUM_STEPS_CURRENT_ROUND: steps}
-            self._flare.send(FLModel(params=params, metrics=averaged, meta=meta))
+            kind = self.round.kind if self.round is not None else TRAIN
+            if kind == VALIDATE:
+                result = FLModel(metrics=averaged)
+            else:
+                params = {k: v.detach().cpu() for k, v in unwrap(model).state_dict().items()}
+                meta = {} if steps is None else {FLMetaKey.NUM_STEPS_CURRENT_ROUND: steps}
+                metrics_sent = averaged if kind == TRAIN else None
+                result = FLModel(params=params, metrics=metrics_sent, meta=meta)
+            self._flare.send(result)
         self._sent = True
         self._timing["send_s"] = time.perf_counter() - started
         self.timings.append(self._timing)
@@ -192,6 +239,8 @@ class FederatedSite:
                 "total": int(value.total_rounds or 0),
                 "site": str(flare.get_site_name()),
                 "job_id": str(flare.get_job_id()),
+                "kind": task_kind(flare),
+                "task": str(flare.get_task_name()),
             },
         )
 

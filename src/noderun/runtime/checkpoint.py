@@ -22,6 +22,7 @@ import shutil
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
@@ -163,6 +164,20 @@ def _debug_pause(tag: str) -> None:
     time.sleep(float(seconds))
 
 
+def save_state(
+    state: Mapping[str, Any],
+    directory: PathLike,
+    tag: str,
+    keep: int = 3,
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0).
+
+    Not collective (``Checkpointer.save`` is: every rank calls it at the same point)."""
+    announce(Path(directory))
+    return take_full(state, Path(directory), tag, keep, meta)()
+
+
 def save(
     state: Mapping[str, Any],
     directory: PathLike,
@@ -170,9 +185,14 @@ def save(
     keep: int = 3,
     meta: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a full ``state`` as ``directory/tag`` atomically; call on one rank only (rank 0)."""
-    announce(Path(directory))
-    return take_full(state, Path(directory), tag, keep, meta)()
+    """Deprecated name of ``save_state`` (rank 0 only); ``save`` means ``Checkpointer.save``."""
+    warnings.warn(
+        "noderun.checkpoint.save is deprecated: use noderun.checkpoint.save_state(state, "
+        "directory, tag) on rank 0, or Checkpointer.save(position) on every rank",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return save_state(state, directory, tag, keep, meta)
 
 
 # the timeline stage that says a run checkpoints (verify: none at the end is then a FAIL)

@@ -14,18 +14,28 @@ exit 75), one metrics.csv row and one checkpoint per epoch (``MetricsLogger``).
                     loss = ...; loss.backward(); optimizer.step()
                     loop.log(len(labels), train_loss=loss.item())
                 row = loop.end_epoch(**evaluate(model))
+
+Step-based training (no epochs: a token budget, an LLM fine-tune) gives ``max_steps``:
+
+        with noderun.TrainingLoop(ctx, model, optimizer, resume=args.resume, max_steps=1000,
+                                  log_every=10, checkpoint_every=100) as loop:
+            for batch in loop.iterate(train_loader):    # passes over the data as needed
+                loss = ...; loss.backward(); optimizer.step()
+                loop.end_step(train_loss=loss.item())   # every step, on every rank
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from noderun.errors import UsageError
-from noderun.runtime.metrics import EpochTimer, MetricsLogger
+from noderun.runtime import heartbeat, rng
+from noderun.runtime.metrics import STEP_COLUMNS, EpochTimer, MetricsLogger
 from noderun.runtime.preemption import Preemption
 from noderun.runtime.progress import EpochProgress
 from noderun.runtime.training_state import Checkpointer, Position
@@ -40,6 +50,8 @@ MIN_SEC_ENV = "NODERUN_CHECKPOINT_MIN_SEC"
 DEFAULT_MIN_SEC = 5.0
 # key of the running means in a mid-epoch checkpoint's ``extra``
 PARTIAL_KEY = "noderun_loop"
+# the metrics.csv columns of a step-based loop (``max_steps``) beyond STEP_COLUMNS
+STEP_EXTRA = ("samples_per_sec",)
 
 
 class TrainingLoop:
@@ -56,6 +68,14 @@ class TrainingLoop:
     and a rename each. The newest is written at once on close,
     preemption and exit (an exception included); only a killed process (SIGKILL, a lost
     node) can lose up to that much more training than with a write per epoch. 0: write each.
+
+    Step-based mode (``max_steps=N``): ``iterate(loader)`` yields batches, pass after pass
+    over the loader (``set_epoch(pass)`` for the shuffle), until global step N; every rank
+    calls ``end_step(**values)`` once per step. Every ``log_every`` steps (and at N) the means
+    since the last row are reduced over ranks and written as a metrics.csv row numbered by
+    ``step`` (``STEP_COLUMNS``); every ``checkpoint_every`` steps (and at N) a checkpoint
+    ``Position(global_step=n)`` (``step-0000000n``) is taken. A resume continues at the
+    global step it saved, with the same batches and random streams (same world size).
     """
 
     def __init__(
@@ -72,8 +92,17 @@ class TrainingLoop:
         checkpoint_every: int = 0,
         requeue: bool | None = None,
         checkpoint_min_sec: float | None = None,
+        max_steps: int | None = None,
+        log_every: int = 1,
     ) -> None:
+        if (max_steps is not None and max_steps < 0) or log_every < 1:
+            raise UsageError(
+                f"TrainingLoop(max_steps={max_steps}, log_every={log_every}) is out of range",
+                "give max_steps >= 0 (or None for epochs) and log_every >= 1",
+            )
         self.ctx = ctx
+        self.max_steps = max_steps
+        self.log_every = log_every
         self.model = model
         self.checkpoint_every = checkpoint_every
         self.preemption = Preemption(ctx, requeue=requeue).__enter__()
@@ -94,6 +123,16 @@ class TrainingLoop:
         self.timer: EpochTimer | None = None
         self._sums: dict[str, float] = {}
         self._count = 0
+        # step mode: the random streams as the checkpoint left them, restored again after the
+        # resumed run has drawn (and skipped) the batches it already trained
+        self._resume_rng = rng.capture() if max_steps is not None and self.global_step else None
+        self._step_done = False
+        self._samples = 0
+        self._window_began = time.perf_counter()
+        if max_steps is not None and self.start.global_step:
+            partial = self.checkpointer.extra.get(PARTIAL_KEY, {})
+            self._sums = {k: float(v) for k, v in partial.get("sums", {}).items()}
+            self._count = int(partial.get("count", 0))
 
     def __enter__(self) -> TrainingLoop:
         return self
@@ -140,6 +179,81 @@ class TrainingLoop:
             if self.checkpoint_every and step % self.checkpoint_every == 0:
                 self.checkpointer.save(here, self._partial())
 
+    def iterate(self, batches: Iterable[T]) -> Iterator[T]:
+        """Step mode (``max_steps``): batches until global step ``max_steps``, pass after pass
+        over ``batches``; after a resume, the batches already trained are skipped."""
+        if self.max_steps is None:
+            raise UsageError(
+                "TrainingLoop.iterate() needs a step budget",
+                "give TrainingLoop(..., max_steps=N), or use epochs() and steps() instead",
+            )
+        set_epoch = getattr(getattr(batches, "sampler", None), "set_epoch", None)
+        skip = self.global_step
+        self.model.train()
+        passes = 0
+        self._window_began = time.perf_counter()  # the first row's step time: steps only
+        while self.global_step < self.max_steps:
+            if set_epoch is not None:
+                set_epoch(passes)  # the per-pass shuffle of a ctx.loader()
+            passes += 1
+            empty = True
+            for batch in batches:
+                empty = False
+                if skip:
+                    skip -= 1
+                    if not skip and self._resume_rng is not None:
+                        rng.restore(self._resume_rng)  # as the checkpoint left them
+                        self._resume_rng = None
+                    continue
+                heartbeat.beat()  # the stall watcher's step counter
+                self._step_done = False
+                yield batch
+                if not self._step_done:
+                    self.end_step()
+                if self.global_step >= self.max_steps:
+                    break
+            if empty:
+                raise UsageError(
+                    "TrainingLoop.iterate() was given no batches",
+                    "give it a loader with at least one batch on every rank",
+                )
+
+    def end_step(self, samples: int = 0, **values: float) -> dict[str, float] | None:
+        """Step mode: end this global step on every rank. ``values`` (e.g. ``train_loss``) are
+        averaged until the next metrics.csv row; every ``log_every`` steps the row is reduced
+        over ranks, written and returned (else None); every ``checkpoint_every`` steps, and at
+        ``max_steps``, a checkpoint ``Position(global_step=n)``; then the preemption check."""
+        if self.max_steps is None:
+            raise UsageError(
+                "TrainingLoop.end_step() is the step mode's",
+                "give TrainingLoop(..., max_steps=N), or call end_epoch() in the epoch mode",
+            )
+        self._step_done = True
+        self.global_step += 1
+        n = self.global_step
+        self._samples += samples
+        for name, value in values.items():
+            self._sums[name] = self._sums.get(name, 0.0) + float(value)
+        self._count += 1
+        last = n >= self.max_steps
+        row: dict[str, float] | None = None
+        if n % self.log_every == 0 or last:
+            elapsed = max(time.perf_counter() - self._window_began, 1e-9)
+            local = {k: v / max(self._count, 1) for k, v in self._sums.items()}
+            local["step_time_sec"] = elapsed / max(self._count, 1)
+            row = self.ctx.all_reduce_mean(local)
+            if self._samples:
+                row["samples_per_sec"] = self.ctx.all_reduce_sum(self._samples / elapsed)
+            self._step_logger(row).log(step=n, **row)
+            self._sums, self._count, self._samples = {}, 0, 0
+            self._window_began = time.perf_counter()
+        here = Position(global_step=n)
+        if self.preemption.should_stop():
+            self.preemption.exit(self.checkpointer.save(here, self._partial(), wait=True))
+        if last or (self.checkpoint_every and n % self.checkpoint_every == 0):
+            self.checkpointer.save(here, self._partial())
+        return row
+
     def log(self, samples: int, **values: float) -> None:
         """Count this step's samples (throughput) and add to the epoch's running means."""
         if self.timer is not None:
@@ -177,6 +291,20 @@ class TrainingLoop:
                 extra,
                 tensorboard=self._tensorboard,
                 resume_after_epoch=self.start.epoch,  # rows past the checkpoint are redone
+            )
+        return self._metrics
+
+    def _step_logger(self, row: dict[str, float]) -> MetricsLogger:
+        if self._metrics is None:
+            named = [*STEP_EXTRA, *self._columns, *row]
+            extra = [k for i, k in enumerate(named) if k not in named[:i]]
+            self._metrics = MetricsLogger(
+                self.ctx.run_dir / "metrics.csv",
+                self.ctx.is_main,
+                extra,
+                tensorboard=self._tensorboard,
+                resume_after_epoch=self.start.global_step,  # rows past the checkpoint are redone
+                columns=STEP_COLUMNS,
             )
         return self._metrics
 

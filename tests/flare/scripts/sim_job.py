@@ -1,6 +1,7 @@
 """A two-site FedAvg job in FLARE's simulator, sites given on the command line (tests).
 
-sim_job.py WORKSPACE SITE1_SCRIPT SITE1_NODES SITE2_SCRIPT [ROUNDS]
+sim_job.py WORKSPACE SITE1_SCRIPT SITE1_NODES SITE2_SCRIPT [ROUNDS [cse]]
+("cse": FLARE's cross-site evaluation after training: submit_model and validate tasks)
 """
 
 import sys
@@ -20,6 +21,10 @@ def main() -> None:
         num_rounds=int(rest[0]) if rest else 2,
         sites=[Site("site-1", nnodes=int(nodes1)), Site("site-2", script=script2)],
     )
+    if rest[1:] == ["cse"]:
+        from nvflare.recipe.utils import add_cross_site_evaluation
+
+        add_cross_site_evaluation(job.recipe)
     print(job.table(), flush=True)
     print(f"RESULT {job.simulate(workspace)}", flush=True)
 
