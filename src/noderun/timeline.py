@@ -36,6 +36,8 @@ STAGES = (
     "store_hosted",
     "rank_started",
     "process_group_up",
+    "metrics_started",  # the run writes metrics.csv (verify: missing is then a FAIL)
+    "checkpointer_ready",  # the run writes checkpoints (verify: none is then a FAIL)
     "rank_exited",
     "step_ended",
     "teardown_done",

@@ -205,7 +205,9 @@ def exec_env(
             ROLE_NAME="default",
             ROLE_WORLD_SIZE=str(spec.world_size),
             GROUP_WORLD_SIZE=str(spec.nnodes),
-            TORCHELASTIC_RUN_ID=spec.run_id,
+            # not TORCHELASTIC_RUN_ID: torch takes it for "launched by torchelastic"
+            # (is_torchelastic_launched), and Lightning then picks its TorchElasticEnvironment
+            # over SLURMEnvironment and loses SLURM's auto-requeue (seen on the lab)
             TORCHELASTIC_SIGNALS_TO_HANDLE=TORCHRUN_SIGNALS,
             TORCHELASTIC_ERROR_FILE=str(error_file(spec)),
         )
