@@ -180,3 +180,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.longrepr = (
             f"CI=true: the {'/'.join(lanes)} lane must run here, but it skipped: {why}"
         )
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 300 KiB tmpfs (a full disk on demand; root only), else skip."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -7,7 +7,6 @@ run.json, which stayed ``running``."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,21 +15,6 @@ from noderun import disk_room
 from tests.conftest import SCRIPTS, noderun, run_args
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def tiny_fs(tmp_path: Path):  # type: ignore[no-untyped-def]
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk_stops_the_run_in_one_line_and_keeps_the_last_checkpoint(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
 import time
 from concurrent import futures
 from pathlib import Path
@@ -118,22 +117,6 @@ def test_resume_auto_falls_back_from_a_corrupt_newest_checkpoint_in_one_line(
     assert len(said) == 1 and "epoch-0002/state.pt is corrupt" in said[0]
     with pytest.raises(noderun.UsageError, match="is corrupt"):
         again.resume(newest)  # named explicitly: never replaced by another
-
-
-@pytest.fixture
-def tiny_fs(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A 300 KiB tmpfs (root only), else skip."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_really_full_filesystem_stops_training_and_keeps_the_last_good_checkpoint(
