@@ -132,6 +132,19 @@ def processes_running(marker: str) -> list[psutil.Process]:
     return found
 
 
+def processes_of_run(run_dir: Path, marker: str) -> list[psutil.Process]:
+    """The live processes of the run in ``run_dir`` whose command line mentions ``marker``: the
+    lanes run the same examples side by side, so a shared script's path alone names other runs."""
+    mine = []
+    for proc in processes_running(marker):
+        try:
+            if proc.environ().get("NODERUN__RUN_DIR") == str(run_dir):
+                mine.append(proc)
+        except psutil.Error:
+            continue
+    return mine
+
+
 def wait_until(condition: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
     """Poll ``condition`` until it is true or ``timeout`` seconds passed: a wait on the event
     itself where a fixed sleep would wait the whole time. True if it came."""

@@ -17,7 +17,7 @@ import pytest
 
 from noderun import checkpoint
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import ROOT, noderun, processes_running, start_noderun
+from tests.conftest import ROOT, noderun, processes_of_run, processes_running, start_noderun
 from tests.ssh.lab import SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -39,19 +39,6 @@ def _rank_process(run_dir: Path, rank: int, script: str) -> psutil.Process:
         if env.get("NODERUN__RUN_DIR") == str(run_dir) and env.get("RANK") == str(rank):
             return proc
     raise AssertionError(f"no process of rank {rank} for {run_dir}")
-
-
-def _of_run(run_dir: Path, script: str) -> list[psutil.Process]:
-    """The live processes of the run in ``run_dir``: the Slurm and local lanes run the same
-    example at the same time, so the script's path alone names other runs too."""
-    mine = []
-    for proc in processes_running(script):
-        try:
-            if proc.environ().get("NODERUN__RUN_DIR") == str(run_dir):
-                mine.append(proc)
-        except psutil.Error:
-            continue
-    return mine
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], limit: float = 180) -> None:
@@ -92,7 +79,7 @@ def test_usr1_to_a_remote_rank_preempts_then_the_same_command_resumes_healthy(
     assert json.loads((run_dir / "run.json").read_text())["status"] == "preempted"
     saved = checkpoint.latest(run_dir / "checkpoints")
     assert saved is not None and saved.name.startswith("epoch-0001-step-"), saved
-    assert not _of_run(run_dir, CLASSIFIER), "a rank outlived the preemption on a host"
+    assert not processes_of_run(run_dir, CLASSIFIER), "a rank outlived the preemption on a host"
 
     resumed = noderun(command, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, noderun, processes_running, wait_until
+from tests.conftest import ROOT, SCRIPTS, noderun, processes_of_run, processes_running, wait_until
 from tests.ssh.lab import PRIVATE, SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -46,7 +46,7 @@ def test_classifier_on_two_hosts_by_two_processes_is_healthy(
     assert runtime["rank_hosts"] == ["sshhost1", "sshhost1", "sshhost2", "sshhost2"]
     verified = noderun(["verify", str(run_dir)])
     assert verified.returncode == 0, verified.stdout
-    assert not processes_running(str(CLASSIFIER))
+    assert not processes_of_run(run_dir, str(CLASSIFIER))
 
 
 def test_hostfile_slots_and_a_plain_script(ssh_lab: SshLab, tmp_path: Path) -> None:
