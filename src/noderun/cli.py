@@ -19,7 +19,21 @@ from noderun.verbs.options import (
     resolve_options,
 )
 
-VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale", "completion")
+VERBS = (
+    "run",
+    "submit",
+    "verify",
+    "explain",
+    "doctor",
+    "stacks",
+    "check",
+    "scale",
+    "ls",
+    "status",
+    "logs",
+    "cancel",
+    "completion",  # last: the verb that describes all the others
+)
 REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
 
 DESCRIPTION = (

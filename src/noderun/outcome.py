@@ -25,6 +25,9 @@ _ENDINGS = {
     "failed": "job failed: {failure}; all ranks stopped; see {log} "
     "(or `noderun explain {run_dir}`)",
     "interrupted": "interrupted by {interrupted_by}; all ranks stopped (run dir {run_dir})",
+    "cancelled": "job cancelled by `noderun cancel` ({cancelled}); all ranks stopped; continue "
+    "it in place: run the same command again (same --run-dir {run_dir}), with the script's "
+    "--resume auto",
 }
 
 
@@ -40,9 +43,12 @@ class Outcome:
     interrupted_by: str | None = None  # SIGINT/SIGTERM to noderun itself
     interrupt_code: int | None = None  # 128 + that signal
     stalled: str | None = None  # the stall report, when --on-stall=kill stopped the job
+    cancelled: str | None = None  # `noderun cancel` ended it: "graceful" or "now"
 
     @property
     def status(self) -> str:
+        if self.cancelled:
+            return "cancelled"
         if self.interrupted_by:
             return "interrupted"
         if self.stalled:
@@ -68,7 +74,7 @@ class Outcome:
         """Why this ending must not restart the gang (``--max-restarts``), None when it may:
         torchrun restarts after any failure; noderun also stops on what a restart cannot fix."""
         status = self.status
-        if status in ("completed", "interrupted", "preempted"):
+        if status in ("completed", "interrupted", "preempted", "cancelled"):
             return f"the run {status}" if status != "completed" else "the run completed"
         if status == "bad-input":
             return f"bad input (exit {EXIT_USAGE}) fails the same way on every attempt"
@@ -92,6 +98,9 @@ class Outcome:
             failure=self.stalled or self.failure,
             log=self.log or run_dir / "logs",
             interrupted_by=self.interrupted_by,
+            cancelled="graceful: every rank saved a checkpoint"
+            if self.cancelled == "graceful"
+            else "at once, without a checkpoint",
         )
 
 

@@ -59,7 +59,7 @@ def write_record(run_dir: Path, record: RunRecord) -> None:
     write_json_atomic(run_dir / RUN_JSON, record.to_json())
 
 
-RESUMABLE = ("preempted", "failed", "interrupted", "stalled", "running")
+RESUMABLE = ("preempted", "cancelled", "failed", "interrupted", "stalled", "running")
 LOCK = ".noderun.lock"
 
 
@@ -119,6 +119,11 @@ def attempt_lines(record: dict[str, Any]) -> list[str]:
         then = f"; {attempt['restart']}" if attempt.get("restart") else ""
         lines.append(f"attempt {number}: {attempt.get('status', 'unknown')}{why}{then}")
     return lines
+
+
+def lock_holder(run_dir: Path) -> tuple[int, str] | None:
+    """(pid, host) the lock file names, alive or not; None without a lock file."""
+    return _lock_text(run_dir)
 
 
 def _lock_text(run_dir: Path) -> tuple[int, str] | None:

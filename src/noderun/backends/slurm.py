@@ -66,6 +66,7 @@ __all__ = [
     "sacct_summary",
     "sbatch",
     "sbatch_test",
+    "scancel",
     "wait_for_job",
     "write_sacct_summary",
 ]
@@ -448,3 +449,14 @@ def run_on_job_nodes(
     lines = parse_labelled(done.stdout)
     error = "" if done.returncode == 0 else _first_line(done.stderr or done.stdout)
     return lines, error
+
+
+def scancel(job_id: str, signal_name: str | None = None) -> str:
+    """``scancel [--signal=NAME] JOB`` (with a signal: to every step's tasks, the batch shell
+    left alone): '' when done, else scancel's one-line reason."""
+    argv = [require_command("scancel"), *([f"--signal={signal_name}"] if signal_name else [])]
+    try:
+        done = _run([*argv, job_id])
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    return "" if done.returncode == 0 else _first_line(done.stderr) or str(done.returncode)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from noderun import rundir, timeline
+from noderun import cancel_request, rundir, timeline
 from noderun.backends.result import Result
 from noderun.outcome import Outcome, announce_restart, restart_refusal
 from noderun.plan.stall import StallPolicy
@@ -75,11 +75,12 @@ def supervise(
     while True:
         run_dir = backend.run_dir
         timeline.stamp(run_dir, "launcher_started", "launcher", at=since)
+        cancel_request.clear(run_dir)  # an earlier attempt's; a new one starts now
         rundir.write_record(run_dir, record)
         print(backend.banner(), flush=True)
         result = backend.run()
         timeline.stamp(run_dir, "teardown_done", "launcher")
-        outcome = result.outcome(run_dir)
+        outcome = cancelled(result.outcome(run_dir), run_dir)
         record.end(outcome, rundir.now_iso())
         backend.record(record, result)
         record.timeline = timeline.gather(run_dir, since)
@@ -100,3 +101,12 @@ def supervise(
         fresh.restart_count = attempt
         record = record.continued_by(fresh)
         since = time.time()
+
+
+def cancelled(outcome: Outcome, run_dir: Path) -> Outcome:
+    """``outcome`` as `noderun cancel` made it: a run that did not complete first ends
+    ``cancelled`` (its ranks were preempted, signalled or the launcher interrupted)."""
+    how = cancel_request.requested(run_dir)
+    if how is None or outcome.status == "completed":
+        return outcome
+    return dataclasses.replace(outcome, cancelled=how)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from noderun import cancel_request
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.context import Context
 
@@ -190,6 +191,8 @@ class Preemption:
             requeued = self._requeue()
         requeued = self.ctx.broadcast_object(requeued)
         origin = self.received or "a signal to another rank"
+        if cancel_request.requested(self.ctx.run_dir):
+            origin = f"`noderun cancel` ({origin})"
         after = (
             f" {time.monotonic() - self.received_at:.1f} s after it"
             if self.received_at is not None
@@ -214,7 +217,7 @@ class Preemption:
 
     def _requeue(self) -> bool:
         wanted = requeue_wanted(self.environ, self.requeue)
-        if wanted is False:
+        if wanted is False or cancel_request.requested(self.ctx.run_dir):
             return False
         job = self.environ.get("SLURM_JOB_ID", "")
         error = self.requeuer(job, wanted is True)

@@ -21,7 +21,7 @@ OPTIONS = OptionTable(
     "completion",
     (positional("shell", metavar="SHELL", help="bash or zsh"),),
 )
-_DIRECTORIES = ("run_dir", "log_dir", "out")  # options that name a directory
+_DIRECTORIES = ("run_dir", "log_dir", "out", "root")  # options that name a directory
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
