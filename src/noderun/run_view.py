@@ -237,8 +237,10 @@ class RankLine:
 
     rank: int
     host: str
-    step: int | None  # steps counted by noderun's runtime in this attempt (None: not counted)
-    steps_per_sec: float | None
+    # signs of progress noderun's runtime counted in this attempt (steps, collectives, metric
+    # rows: logs/rank<R>.progress, what the stall watch reads); None: a script without it
+    progress: int | None
+    per_sec: float | None
     last_line_age: float | None  # seconds since its log last grew (None: no log yet)
     stalled: bool
 
@@ -246,30 +248,30 @@ class RankLine:
         return (
             str(self.rank),
             self.host or "-",
-            "-" if self.step is None else str(self.step),
-            "-" if self.steps_per_sec is None else f"{self.steps_per_sec:.2f}",
+            "-" if self.progress is None else str(self.progress),
+            "-" if self.per_sec is None else f"{self.per_sec:.2f}",
             duration_text(self.last_line_age) + (" ago" if self.last_line_age is not None else ""),
             "STALLED" if self.stalled else "no",
         )
 
     def to_json(self) -> dict[str, Any]:
-        rate = None if self.steps_per_sec is None else round(self.steps_per_sec, 3)
+        rate = None if self.per_sec is None else round(self.per_sec, 3)
         age = None if self.last_line_age is None else round(self.last_line_age, 3)
         return {
             "rank": self.rank,
             "host": self.host,
-            "step": self.step,
-            "steps_per_sec": rate,
+            "progress": self.progress,
+            "progress_per_sec": rate,
             "last_line_age_sec": age,
             "stalled": self.stalled,
         }
 
 
-RANK_COLUMNS = ("rank", "host", "step", "steps/s", "last line", "stalled")
+RANK_COLUMNS = ("rank", "host", "progress", "progress/s", "last line", "stalled")
 
 
 def rank_rate(step: int | None, since: float | None, at: float) -> float | None:
-    """Steps per second of one rank over ``since``..``at`` (None when unknown)."""
+    """Progress per second of one rank over ``since``..``at`` (None when unknown)."""
     if step is None or since is None or at <= since:
         return None
     return step / (at - since)
@@ -278,7 +280,7 @@ def rank_rate(step: int | None, since: float | None, at: float) -> float | None:
 def rate_between(
     before: tuple[float, int | None] | None, after: tuple[float, int | None]
 ) -> float | None:
-    """Steps per second between two samples (time, step) of `status --watch`."""
+    """Progress per second between two samples (time, count) of `status --watch`."""
     if before is None or before[1] is None or after[1] is None or after[0] <= before[0]:
         return None
     if after[1] < before[1]:

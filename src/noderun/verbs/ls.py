@@ -44,6 +44,9 @@ def main(args: argparse.Namespace) -> int:
     from noderun.verbs.run_facts import observe, runs_under
 
     root = Path(args.dir) if args.dir else Path(args.root)
+    if not root.is_dir() and not args.dir and root == Path("runs"):
+        print(f"no runs under {root}/ (none was started from this folder); pass DIR")
+        return 0
     if not root.is_dir():
         raise UsageError(
             f"{root} is not a folder", "pass the folder that holds the run directories (DIR)"

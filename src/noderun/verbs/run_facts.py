@@ -121,6 +121,9 @@ class Observed:
         live = status in run_view.LIVE
         end = run_view.parse_iso(record.end_time)
         total = run_view.run_duration(start, end, record.duration_sec, self.at, live)
+        earlier = [a.duration_sec for a in record.attempts]
+        if total is not None and all(d is not None for d in earlier):
+            total += sum(d for d in earlier if d is not None)  # every attempt's time
         shape = record.topology
         return run_view.RunLine(
             run_dir=str(self.run_dir),
@@ -156,8 +159,8 @@ class Observed:
                 run_view.RankLine(
                     rank=rank,
                     host=run_view.rank_host(rank, self.rank_hosts, hosts, self.nproc_per_node),
-                    step=step,
-                    steps_per_sec=rate,
+                    progress=step,
+                    per_sec=rate,
                     last_line_age=None if seen is None else max(self.at - seen, 0.0),
                     stalled=live
                     and self.stall_at is not None

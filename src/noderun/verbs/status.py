@@ -38,11 +38,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         sub,
         OPTIONS,
         main,
-        help="show a run's status and each rank's step, rate and last line",
+        help="show a run's status and each rank's progress, rate and last line",
         description="Show a run (or the run of a SLURM job id): its status, backend, shape, "
-        "SLURM state, elapsed time and nodes, the last row of metrics.csv, and for each rank "
-        "its host, the steps counted by noderun's runtime, steps per second, the age of its "
-        "last log line and whether it stalled. --watch redraws it every second until the run "
+        "SLURM state, elapsed time and nodes, the last row of metrics.csv (its last step or "
+        "epoch), and for each rank its host, the progress noderun's runtime counted (steps, "
+        "collectives: what the stall watch reads) and its rate, the age of its last log line "
+        "and whether it stalled. --watch redraws it every second until the run "
         "ends (Ctrl-C leaves; the run goes on).",
     )
 
@@ -120,7 +121,7 @@ def watch(run_dir: Any) -> int:
                 time.sleep(REFRESH_SEC)
                 seen = observe(run_dir)
                 ranks = seen.ranks(samples)
-                samples = {r.rank: (seen.at, r.step) for r in ranks}
+                samples = {r.rank: (seen.at, r.progress) for r in ranks}
                 live.update(_view(seen, ranks))
     except KeyboardInterrupt:
         print(f"noderun: stopped watching; the run goes on ({run_dir})", file=sys.stderr)
