@@ -21,9 +21,11 @@ _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 def resolve(target: str) -> Path:
     """``RUN|JOB``: a run directory, or the run directory of a SLURM job id (verify's lookup);
     a one-line UsageError when it is neither."""
-    from noderun.verify.verifier import resolve_target
+    run_dir = Path(target)
+    if not run_dir.exists() and target.isdigit():
+        from noderun.verify.verifier import resolve_target  # imports torch: only for a job id
 
-    run_dir = resolve_target(target)
+        run_dir = resolve_target(target)
     if not run_dir.exists():
         raise UsageError(
             f"{target} does not exist", "pass a run directory (`noderun ls` lists them) or a job id"
