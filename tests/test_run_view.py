@@ -33,7 +33,9 @@ from noderun.outcome import Outcome, restart_refusal
         ("failed", "gone", None, False, "failed"),
     ],
 )
-def test_run_status(recorded: str, launcher: str, job: str | None, stalled: bool, shown: str) -> None:
+def test_run_status(
+    recorded: str, launcher: str, job: str | None, stalled: bool, shown: str
+) -> None:
     assert run_view.run_status(recorded, launcher, job, stalled) == shown
 
 
