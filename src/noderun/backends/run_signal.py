@@ -1,7 +1,8 @@
 """Signal the processes of one run on this machine, found by their ``NODERUN__RUN_DIR``.
 
 `noderun cancel` uses it here and, over SSH, on each host of the run:
-``python -m noderun.backends.run_signal RUN_DIR graceful|kill`` prints one JSON line.
+``python -m noderun.backends.run_signal RUN_DIR graceful|kill [--node N]…`` prints one JSON
+line (``--node``: only the processes of those nodes, where a process says its node).
 ``graceful`` sends SIGUSR1 to each rank that handles it (noderun's preemption: the ranks
 agree on a step, checkpoint and exit 75) and names those that do not (a plain script dies of
 SIGUSR1: it is left alone); ``kill`` SIGKILLs every process of the run (agents, ranks, their
@@ -16,7 +17,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import psutil
@@ -39,7 +40,19 @@ def handles(pid: int, signum: int) -> bool:
     return False
 
 
-def run_processes(run_dir: Path) -> list[psutil.Process]:
+def _contract(pid: int) -> RankContract | None:
+    try:
+        return RankContract.from_env(psutil.Process(pid).environ())
+    except (psutil.Error, OSError):
+        return None
+
+
+def _on(contract: RankContract | None, nodes: Collection[int] | None) -> bool:
+    """The process is of one of ``nodes`` (or says no node, or every node is wanted)."""
+    return not nodes or contract is None or contract.node_rank in (None, *nodes)
+
+
+def run_processes(run_dir: Path, nodes: Collection[int] | None = None) -> list[psutil.Process]:
     """Every live process of this machine that belongs to the run in ``run_dir``."""
     want = os.path.realpath(run_dir)
     mine = []
@@ -47,17 +60,18 @@ def run_processes(run_dir: Path) -> list[psutil.Process]:
         try:
             if proc.status() == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
                 continue
-            found = RankContract.from_env(proc.environ()).run_dir
+            contract = RankContract.from_env(proc.environ())
         except (psutil.Error, OSError):
             continue
-        if found and os.path.realpath(found) == want:
+        found = contract.run_dir
+        if found and os.path.realpath(found) == want and _on(contract, nodes):
             mine.append(proc)
     return mine
 
 
-def graceful(run_dir: Path) -> dict[str, list[int]]:
+def graceful(run_dir: Path, nodes: Collection[int] | None = None) -> dict[str, list[int]]:
     """SIGUSR1 to the ranks that handle it; the ranks found ("ranks") and those signalled."""
-    ranks = find_ranks(run_dir=run_dir)
+    ranks = [r for r in find_ranks(run_dir=run_dir) if _on(_contract(r.pid), nodes)]
     signalled = []
     for rank in ranks:
         if handles(rank.pid, GRACEFUL):
@@ -67,9 +81,9 @@ def graceful(run_dir: Path) -> dict[str, list[int]]:
     return {"ranks": [r.rank for r in ranks], "signalled": signalled}
 
 
-def kill(run_dir: Path) -> int:
+def kill(run_dir: Path, nodes: Collection[int] | None = None) -> int:
     """SIGKILL every process of the run here; how many there were."""
-    victims = run_processes(run_dir)
+    victims = run_processes(run_dir, nodes)
     for proc in victims:
         with contextlib.suppress(psutil.Error):
             proc.kill()
@@ -81,11 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m noderun.backends.run_signal")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("action", choices=("graceful", "kill"))
+    parser.add_argument("--node", type=int, action="append", help="only this node's (repeatable)")
     opts = parser.parse_args(argv)
     if opts.action == "graceful":
-        answer: dict[str, object] = dict(graceful(opts.run_dir))
+        answer: dict[str, object] = dict(graceful(opts.run_dir, opts.node))
     else:
-        answer = {"killed": kill(opts.run_dir)}
+        answer = {"killed": kill(opts.run_dir, opts.node)}
     print(json.dumps(answer), flush=True)
     return 0
 

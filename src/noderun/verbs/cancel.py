@@ -182,11 +182,14 @@ def _on_hosts(seen: Observed, action: str) -> list[dict[str, list[int]]]:
 
     config = _ssh_config(seen.record.command or [])
     remote = [sys.executable, "-m", "noderun.backends.run_signal", str(seen.run_dir), action]
+    nodes: dict[str, list[str]] = {}  # host -> its nodes (node rank = index in hosts)
+    for node, host in enumerate(seen.record.hosts or []):
+        nodes.setdefault(host, []).extend(["--node", str(node)])
     answers = []
-    for host in dict.fromkeys(seen.record.hosts or []):
+    for host, its_nodes in nodes.items():
         try:
             done = subprocess.run(
-                ssh_argv(host, shlex.join(remote), config=config),
+                ssh_argv(host, shlex.join([*remote, *its_nodes]), config=config),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

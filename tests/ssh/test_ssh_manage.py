@@ -1,0 +1,53 @@
+"""`noderun logs` and `noderun cancel` of a `noderun run --hosts` run on the SSH lab: rank 1
+(on the second host) is shown; a graceful cancel reaches the ranks over SSH on each host, every
+rank checkpoints, the run ends `cancelled`, and nothing of it is left on any host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from noderun.exit_codes import EXIT_PREEMPTED
+from tests.conftest import SCRIPTS, noderun, processes_of_run, start_noderun, wait_until
+from tests.ssh.lab import SshLab
+
+pytestmark = [pytest.mark.slow, pytest.mark.ssh]
+PACED = str(SCRIPTS / "paced_trainer.py")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    command = [
+        "run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
+        "--run-dir", str(run_dir), "--env", "PACED_STEP_SEC=0.1",
+        PACED, "--resume", "auto", "--max-steps", "200",
+    ]  # fmt: skip
+    proc = start_noderun(command)
+    try:
+        rank1 = run_dir / "logs" / "rank1.log"
+        assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 180), proc.stdout
+        shown = noderun(["logs", str(run_dir), "--node", "1", "--grep", "step [23]$"])
+        assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
+        cancelled = noderun(["cancel", str(run_dir)], timeout=180)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "2 rank(s) asked to checkpoint" in cancelled.stderr, cancelled.stderr
+        assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == EXIT_PREEMPTED, output[-2000:]
+    assert "job cancelled by `noderun cancel`" in output
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "cancelled" and record["backend"] == "ssh", record
+    assert not processes_of_run(run_dir, PACED), "a rank outlived the cancel on a host"
