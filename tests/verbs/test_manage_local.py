@@ -130,3 +130,5 @@ def test_a_plain_torch_run_listed_shown_and_cancelled_at_once(tmp_path: Path) ->
     assert not processes_of_run(run_dir, PLAIN), "a rank outlived cancel --now"
     status = noderun(["status", str(run_dir)])
     assert status.returncode == 0 and "status   cancelled" in status.stdout, status.stdout
+    explained = noderun(["explain", str(run_dir)])
+    assert explained.stdout.startswith("root cause: cancelled: "), explained.stdout

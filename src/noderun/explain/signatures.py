@@ -57,6 +57,7 @@ CAUSES: dict[str, str] = {
     "link-fault": "a network link (InfiniBand/RoCE port) is failing",
     "time-limit": "SLURM ended the job at its time limit",
     "interrupted": "the run was stopped from outside (Ctrl-C, a signal to the launcher)",
+    "cancelled": "the run was cancelled by `noderun cancel`",
     "node-failure": "SLURM lost a node of the job (node failure)",
     "preempted": "SLURM preempted the job for a higher-priority one",
     "gpu-fault": "a GPU failed in hardware (uncorrectable ECC error, fell off the bus, Xid)",

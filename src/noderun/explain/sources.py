@@ -127,6 +127,18 @@ def _add_run_facts(sources: Sources, directory: Path) -> bool:
             )
     run = _read_json(directory / "run.json")
     sources.attempts += rundir.attempt_lines(run)
+    if run.get("status") == "cancelled":  # `noderun cancel`: whatever the ranks' ends say
+        sources.known.append(
+            _known(
+                "cancelled",
+                "the run was cancelled by `noderun cancel`; no rank failed on its own",
+                "nothing to fix if that was meant; the same command continues it (with the "
+                "script's --resume auto, from the latest checkpoint)",
+                str(directory / "run.json"),
+                "run cancelled",
+            )
+        )
+        return True
     if run.get("interrupted_by"):  # Ctrl-C or a signal to the launcher: not a rank's failure
         sources.known.append(
             _known(

@@ -146,6 +146,9 @@ def _cancel_job(seen: Observed, graceful: bool, grace: float) -> bool:
     from noderun.backends import slurm
 
     job = str(seen.record.job_id)
+    if graceful and not any((seen.run_dir / "logs").glob("rank*.progress")):
+        _say("no rank uses noderun's runtime (SIGUSR1 would not checkpoint it): scancel")
+        graceful = False
     if graceful:
         error = slurm.scancel(job, "USR1")
         if error:
