@@ -198,3 +198,21 @@ def test_ls_and_logs_of_finished_runs(tmp_path: Path, capsys: pytest.CaptureFixt
     os.utime(done / "logs" / "rank1.log", (old, old))
     assert cli.main(["logs", str(done), "--since", "1h"]) == 0
     assert capsys.readouterr().out == ""  # not written in the last hour
+
+
+def test_a_run_whose_launcher_died_is_listed_so_and_cancelled_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+    import subprocess
+
+    run_dir = _run_dir(tmp_path, "running")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process now: the lock it "left" is stale
+    (run_dir / ".noderun.lock").write_text(f"{gone.pid} {socket.gethostname()}\n")
+    assert cli.main(["ls", "--json", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["status"] == "launcher died"
+    assert cli.main(["cancel", str(run_dir)]) == 0  # nothing runs: run.json made final here
+    assert "run.json says cancelled" in capsys.readouterr().out
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "cancelled"
+    assert not (run_dir / ".noderun.lock").exists()

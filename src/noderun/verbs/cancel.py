@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from noderun.verbs.run_facts import Observed
 
 STOP_WAIT = 60.0  # seconds for a launcher (or SLURM job) to end once told to stop at once
-RECORD_WAIT = 30.0  # seconds for the launcher to finish run.json after its job ended
+RECORD_WAIT = 10.0  # seconds for a SLURM job's run.json to say how it ended, once it ended
 
 OPTIONS = OptionTable(
     "cancel",
@@ -249,11 +249,10 @@ def _final_record(run_dir: Path, graceful: bool) -> str:
     from noderun import rundir
     from noderun.verbs.run_facts import read
 
-    def ended() -> bool:
-        record = read(run_dir)  # a SLURM launcher's lock may name a node: its job has ended
-        return record.ended and (record.backend == "slurm" or rundir.lock_owner(run_dir) is None)
-
-    if _wait(ended, RECORD_WAIT):
+    slurm_job = read(run_dir).backend == "slurm"
+    # a local launcher has ended by now (it wrote run.json, or died); a SLURM job's launcher
+    # writes run.json just before its job ends: a moment for the file system
+    if _wait(lambda: read(run_dir).ended, RECORD_WAIT if slurm_job else 0.0):
         return read(run_dir).status
     try:
         rundir.take_lock(run_dir)
