@@ -91,7 +91,7 @@ def _restore(node: str) -> None:
 
 def _submit(run_dir: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "noderun", "submit", "--wait", "--nodes", "2",
+        [sys.executable, "-m", "noderun", "submit", "--wait", "--exclusive", "--nodes", "2",
          "--nproc-per-node", "1", "--time", "5", "--run-dir", str(run_dir),
          str(SCRIPTS / "step_trainer.py"), "--resume", "auto", "--max-steps", "24",
          "--step-sleep", "0.5"],
@@ -99,6 +99,7 @@ def _submit(run_dir: Path) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.timeout(900)  # two jobs on a shared lab: each may queue behind other lanes' jobs
 def test_a_lost_node_ends_the_job_naming_it_and_the_job_resumes(tmp_path: Path) -> None:
     require_lab()
     if os.geteuid() != 0 or not (LAB / "pids").is_dir():
@@ -133,7 +134,7 @@ def test_a_lost_node_ends_the_job_naming_it_and_the_job_resumes(tmp_path: Path) 
     assert slurm.job_state(job_id) is not None
 
     again = _submit(run_dir)
-    out, err = again.communicate(timeout=300)
+    out, err = again.communicate(timeout=400)
     assert again.returncode == 0, out[-2000:] + err[-2000:]
     log = (run_dir / "logs" / "rank0.log").read_text()
     resumed = re.search(r"noderun: resumed from \S+/step-(\d+) ", log)
