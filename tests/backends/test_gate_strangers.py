@@ -120,7 +120,7 @@ def test_a_hand_started_node_without_node_0s_token_is_told_at_once_which_variabl
     port = free_port()
     log: list[str] = []
     server = _gate(0, port, TOKEN, log)
-    server.join_timeout, server.by_hand = 2, True
+    server.join_timeout, server.by_hand = 1.2, True
     errors: list[BaseException] = []
 
     def serve() -> None:
@@ -158,7 +158,7 @@ def test_a_participant_under_srun_turned_away_keeps_trying_and_says_why() -> Non
     this port, so the node keeps trying until its join timeout, then names the refusal."""
     port = free_port()
     server = _gate(0, port, TOKEN)
-    server.join_timeout = 3
+    server.join_timeout = 1.5
     thread = threading.Thread(target=_wait_quietly, args=(server,))
     thread.start()
     node = _gate(1, port, "another-job")
