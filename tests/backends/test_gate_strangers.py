@@ -6,12 +6,16 @@ participant; an endless line without a newline was buffered whole."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
 
-from noderun.backends.node_gate import NodeGate, listen
+import pytest
+
+from noderun.backends.node_gate import GateError, NodeGate, listen
 from noderun.backends.ports import free_port
+from noderun.errors import UsageError
 from noderun.topology.contract import RankContract, job_token
 
 TOKEN = "5ec7e7"
@@ -29,6 +33,11 @@ def _gate(index: int, port: int, token: str, log: list[str] | None = None) -> No
         token=token,
         log=(log.append if log is not None else None),
     )
+
+
+def _wait_quietly(gate: NodeGate) -> None:
+    with contextlib.suppress(GateError):
+        gate.wait()
 
 
 def _send(port: int, data: bytes, close: bool = True) -> socket.socket:
@@ -100,3 +109,61 @@ def test_the_token_is_part_of_the_rank_contract() -> None:
     assert contract.job_token and len(contract.job_token) == 32
     assert job_token(env) == {}  # a job that has one keeps it
     assert RankContract(job_token="t").to_env() == {"NODERUN__JOB_TOKEN": "t"}
+
+
+def test_a_hand_started_node_without_node_0s_token_is_told_at_once_which_variable() -> None:
+    """Nodes started by hand (``--node-rank``) share a token only through NODERUN_JOB_TOKEN:
+    node 1 without it (or with another) hears at once, in one line naming the variable and the
+    fix (a usage error: exit 2); node 0 names it among the nodes that never arrived, and logs
+    the drop once, not once per retry. Seen before: node 1 said "the master closed the
+    connection; hint: node 0 was never started", and node 0 logged 14 drops in 8 s."""
+    port = free_port()
+    log: list[str] = []
+    server = _gate(0, port, TOKEN, log)
+    server.join_timeout, server.by_hand = 1.2, True
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.wait()
+        except Exception as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    for token in ("", "another"):
+        node = _gate(1, port, token)
+        node.by_hand = True
+        started = time.monotonic()
+        with pytest.raises(UsageError) as refused:
+            node.wait()
+        assert time.monotonic() - started < 1.5, "told only at the join timeout"
+        said = str(refused.value)
+        assert "turned node 1 on host1 away" in said and "NODERUN_JOB_TOKEN" in said, said
+        assert refused.value.hint and "the same NODERUN_JOB_TOKEN on every machine" in (
+            refused.value.hint
+        )
+    for _ in range(3):  # the same stranger again: logged once
+        with pytest.raises(UsageError):
+            node.wait()
+    thread.join(20)
+    assert len(errors) == 1 and "never arrived: node 1" in str(errors[0])
+    assert "turned away (not this job's token): node 1 from host1" in str(errors[0]), errors
+    assert "NODERUN_JOB_TOKEN" in str(errors[0].hint)  # type: ignore[attr-defined]
+    assert len([line for line in log if "dropped a check-in" in line]) == 2, log
+
+
+def test_a_participant_under_srun_turned_away_keeps_trying_and_says_why() -> None:
+    """Not by hand (srun's nodes share the token): a wrong token is another job's gate on
+    this port, so the node keeps trying until its join timeout, then names the refusal."""
+    port = free_port()
+    server = _gate(0, port, TOKEN)
+    server.join_timeout = 1.5
+    thread = threading.Thread(target=_wait_quietly, args=(server,))
+    thread.start()
+    node = _gate(1, port, "another-job")
+    node.join_timeout = 1
+    with pytest.raises(GateError) as ended:
+        node.wait()
+    assert "turned node 1 on host1 away" in str(ended.value), ended.value
+    thread.join(20)

@@ -4,6 +4,9 @@ node that never reports is named; bad flags are one line."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+
+import pytest
 
 from noderun.backends.ports import free_port
 from noderun.doctor import exchange
@@ -66,3 +69,35 @@ def test_strangers_and_silent_connections_never_stop_node_0() -> None:
     assert any("not this job's token" in line for line in log)
     silent.close()
     stranger.close()
+
+
+def test_the_doctor_in_an_allocation_gives_its_probes_a_job_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside salloc (no token from noderun submit) the probes' step still gets one, in its
+    environment (never its command line), so node 0's exchange drops other jobs' reports."""
+    from noderun.backends import slurm
+    from noderun.doctor import runner
+
+    seen: list[tuple[list[str], dict[str, str]]] = []
+
+    def step(
+        _options: object, argv: list[str], env: dict[str, str], _log: object
+    ) -> tuple[int, str]:
+        seen.append((list(argv), dict(env)))
+        raise RuntimeError("stop after the probe step")
+
+    monkeypatch.setattr(slurm, "require_command", lambda _name: None)
+    monkeypatch.setattr(slurm, "hostnames", lambda _nodes: ["node1", "node2"])  # no scontrol
+    monkeypatch.setattr(runner, "_srun", step)
+    (tmp_path / "logs").mkdir()
+    environ = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[1-2]", "PATH": "/usr/bin"}
+    with pytest.raises(RuntimeError, match="stop after"):
+        runner.run_in_allocation(tmp_path, 1, environ)
+    argv, env = seen[0]
+    token = env.get("NODERUN__JOB_TOKEN", "")
+    assert len(token) == 32 and not [word for word in argv if token in word]
+    given = {**environ, "NODERUN__JOB_TOKEN": "f00d" * 8}  # noderun submit's stays
+    with pytest.raises(RuntimeError):
+        runner.run_in_allocation(tmp_path, 1, given)
+    assert seen[1][1]["NODERUN__JOB_TOKEN"] == "f00d" * 8

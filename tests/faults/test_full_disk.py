@@ -51,3 +51,24 @@ def test_the_room_rule_asks_for_a_few_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "checkpoints" / "epoch-0001" / "state.pt").write_bytes(b"x" * 1000)
     (tmp_path / "checkpoints" / "epoch-0001" / ".complete").touch()
     assert disk_room.newest_checkpoint_size(tmp_path) == 1000
+
+
+def test_submit_warns_of_too_little_room_before_anything_is_submitted(
+    tiny_fs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`noderun submit` says the run directory's filesystem is short before sbatch: here the
+    submission stops at sbatch (patched), so no cluster is needed and nothing is queued."""
+    from noderun.backends import slurm
+    from noderun.errors import NoderunError
+    from tests.conftest import cli
+
+    def no_sbatch(*_: object, **__: object) -> None:
+        raise NoderunError("sbatch was reached (patched out)")
+
+    monkeypatch.setattr(slurm, "require_command", lambda _name: None)
+    monkeypatch.setattr(slurm, "sbatch_test", no_sbatch)
+    script = SCRIPTS / "exit_with.py"
+    result = cli(["submit", "--nodes", "1", "--run-dir", str(tiny_fs / "run"), str(script), "0"])
+    lines = result.stderr.splitlines()
+    assert lines and lines[0].startswith("noderun: warning: only "), result.stderr
+    assert "sbatch was reached" in result.stderr and result.returncode != 0

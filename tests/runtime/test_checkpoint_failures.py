@@ -58,6 +58,68 @@ def test_a_failed_write_is_said_with_path_and_room_and_stops_training(
     assert not list((tmp_path / "checkpoints").glob(".*.tmp"))  # the room was given back
 
 
+FAILURES = {  # errno -> what the hint must say about it
+    errno.ENOSPC: "free space",
+    errno.EDQUOT: "quota",
+    errno.EIO: "dmesg",
+    errno.EACCES: "writable",
+}
+
+
+@pytest.mark.parametrize("code", list(FAILURES), ids=[errno.errorcode[c] for c in FAILURES])
+def test_each_failed_write_names_its_errno_and_fix_and_keeps_the_last_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """EDQUOT, EIO and EACCES as ENOSPC (as root a real EACCES cannot be made): the errno and
+    its own fix in one line, the previous checkpoint loadable, nothing partial left."""
+    _, ckpt = _setup(tmp_path)
+    ckpt.save(Position(1, 0, 1), wait=True)
+
+    def fails(*_: object, **__: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(checkpoint.torch, "save", fails)
+    with pytest.raises(write_errors.WriteError) as raised:
+        ckpt.save(Position(2, 0, 2), wait=True)
+    line = str(raised.value)
+    assert f"[Errno {code}] {os.strerror(code)}" in line and FAILURES[code] in line, line
+    monkeypatch.undo()
+    newest = checkpoint.latest(tmp_path / "checkpoints")
+    assert newest == tmp_path / "checkpoints" / "epoch-0001"
+    assert checkpoint.read_full(newest)["position"]["epoch"] == 1
+    assert not list((tmp_path / "checkpoints").glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.EACCES, errno.ENOENT])
+def test_a_metrics_row_failing_otherwise_is_said_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], code: int
+) -> None:
+    """metrics.csv's write failing with EIO or EACCES (patched), or its folder removed (real)."""
+    from noderun.runtime.metrics import MetricsLogger
+
+    path = tmp_path / "run" / "metrics.csv"
+    log = MetricsLogger(path)
+    log.log(epoch=1, train_loss=0.5)
+    if code == errno.ENOENT:
+        shutil.rmtree(path.parent)
+    else:
+        real_open = open
+
+        def failing_open(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+            if file == path and "a" in mode:
+                raise OSError(code, os.strerror(code), str(path))
+            return real_open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+        monkeypatch.setattr("builtins.open", failing_open)
+    with pytest.raises(write_errors.WriteError, match=rf"metrics.csv \S+ could not be written: "
+                       rf"\[Errno {code}\]"):  # fmt: skip
+        log.log(epoch=2, train_loss=0.4)
+    assert f"noderun: error: metrics.csv {path}" in capsys.readouterr().err
+    monkeypatch.undo()
+    if code != errno.ENOENT:
+        assert path.read_text().count("\n") == 2  # the header and row 1, nothing half-written
+
+
 def test_warn_keeps_training_with_one_warning_per_failed_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

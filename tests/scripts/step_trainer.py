@@ -7,6 +7,7 @@ noderun run --nproc-per-node 2 tests/scripts/step_trainer.py [--resume auto] [--
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 from torch import nn
@@ -18,6 +19,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--resume", default=None)
     parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds each step sleeps")
     args = parser.parse_args()
     data = torch.Generator().manual_seed(1)
     dataset = torch.utils.data.TensorDataset(
@@ -44,6 +46,7 @@ def main() -> None:
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                time.sleep(args.step_sleep)
                 row = loop.end_step(len(y), train_loss=loss.detach())
                 if row is not None:
                     ctx.print(f"step {loop.global_step}: train_loss {row['train_loss']:.6f}")

@@ -250,3 +250,54 @@ def test_sacct_summary_when_accounting_storage_is_disabled(
         "accounting not available for job 12: sacct: error: Slurm accounting storage is disabled",
         "scontrol says COMPLETED, exit code 0",
     ]
+
+
+# srun 22.05's lines when node 1's slurmd and slurmstepd were SIGKILLed mid-step (seen on the
+# lab, tests/slurm/test_node_lost.py): node 0's rank lost its peer, srun waited --wait=30 s
+# for task 1, then gave up on the step
+LOST_NODE_LINES = [
+    "srun: error: node1: task 0: Exited with exit code 1",
+    "srun: launch/slurm: _step_signal: Terminating StepId=4.0",
+    "srun: First task exited 30s ago",
+    "srun: StepId=4.0 task 1: running",
+    "srun: StepId=4.0 task 0: exited abnormally",
+    "srun: launch/slurm: _step_signal: Terminating StepId=4.0",
+    "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.",
+    "srun: error: Timed out waiting for job step to complete",
+]
+
+
+@pytest.mark.parametrize("mode", [LaunchMode.TORCHRUN, LaunchMode.SRUN])
+def test_a_node_whose_tasks_never_ended_is_named_lost_not_its_peer(
+    tmp_path: Path, mode: LaunchMode
+) -> None:
+    sup, _ = _supervisor(tmp_path, mode)
+    sup.feed("0: [rank0]: RuntimeError: [pair.cc:537] Read error: Connection reset by peer\n")
+    lines = LOST_NODE_LINES
+    if mode is LaunchMode.SRUN:  # tasks are ranks: node 1 holds ranks 2 and 3
+        lines = [line.replace("task 1: running", "tasks 2-3: running") for line in lines]
+    for line in lines:
+        sup.feed(line + "\n")
+    _close(sup)
+    failure = sup.diagnose(1)
+    assert failure.node_rank == 1 and failure.host == "node2", failure
+    assert failure.summary.startswith("node 1 on node2 was lost: its tasks never ended"), failure
+    assert "sinfo -n node2" in failure.summary and "--resume auto" in failure.summary
+
+
+def test_slurms_node_failure_line_names_the_node(tmp_path: Path) -> None:
+    sup, _ = _supervisor(tmp_path, LaunchMode.TORCHRUN)
+    for line in ["srun: error: Node failure on node2", "srun: error: node1: task 0: Killed"]:
+        sup.feed(line + "\n")
+    _close(sup)
+    failure = sup.diagnose(1)
+    assert failure.summary.startswith("node 1 on node2 was lost: Slurm reported a node failure")
+
+
+def test_a_task_srun_saw_running_is_no_loss_when_the_step_ended(tmp_path: Path) -> None:
+    """A slow task that ended within srun's kill wait is not a lost node: the peer is named."""
+    sup, _ = _supervisor(tmp_path, LaunchMode.TORCHRUN)
+    for line in LOST_NODE_LINES[:5]:
+        sup.feed(line + "\n")
+    _close(sup)
+    assert sup.diagnose(1).summary == "node 0 on node1 failed: Exited with exit code 1"

@@ -18,6 +18,10 @@ from noderun.errors import RendezvousTimeoutError, UsageError
 _READ_TIMEOUT = 5.0
 _MAX_LINE = 1024  # a HELLO is ~100 bytes
 _RETRY_SECONDS = 0.1
+_DENIED = "DENIED not this job's token"
+_TOKEN_HINT = (
+    "export the same NODERUN_JOB_TOKEN on every machine started by hand (or on none of them)"
+)
 _FIRST_RETRY_SECONDS = 0.005  # then x1.5 per refused try, up to _JOIN_RETRY_SECONDS
 _JOIN_RETRY_SECONDS = 0.03  # node 0 listens a few tens of ms after the others start: see it soon
 
@@ -119,6 +123,8 @@ class NodeGate:
         # a participant started otherwise is refused at the check-in, before torch starts
         self.terms = terms
         self.refusal: GateRefusal | None = None
+        # check-ins dropped for their token: (peer address, index, host, token given) -> count
+        self._turned_away: dict[tuple[str, str, str, str], int] = {}
 
     @property
     def where(self) -> str:
@@ -176,7 +182,13 @@ class NodeGate:
             return
         given = words[3] if len(words) > 3 and words[3] != "-" else ""
         if self.token and not hmac.compare_digest(given, self.token):
-            self.log(f"noderun.node: dropped a check-in from {_peer(conn)}: not this job's token")
+            peer = _peer(conn)
+            # said once per stranger: a participant with a wrong token retries until the end
+            seen = (peer.rpartition(":")[0], words[1], words[2], given)
+            self._turned_away[seen] = self._turned_away.get(seen, 0) + 1
+            if self._turned_away[seen] == 1:
+                self.log(f"noderun.node: dropped a check-in from {peer}: not this job's token")
+            _send_line(conn, _DENIED)  # says nothing of the token, only that it is not this one
             conn.close()  # another job on the same port, or a stranger: never admitted
             return
         index, host, terms = int(words[1]), words[2], (words[4] if len(words) > 4 else "")
@@ -208,11 +220,18 @@ class NodeGate:
         shown = "; ".join(self.describe(i) for i in missing[:8])
         more = f" and {len(missing) - 8} more" if len(missing) > 8 else ""
         hosts = sorted({self.host, *(host for _, host in arrived.values())})
+        denied = sorted(
+            f"{self.describe(int(i)) if int(i) < self.total else f'participant {i}'} from {h}"
+            for i, h in {(index, host) for _, index, host, _ in self._turned_away}
+        )
+        turned_away = f"; turned away (not this job's token): {'; '.join(denied[:4])}"
+        token_hint = _TOKEN_HINT + "; " if denied and self.by_hand else ""
         return GateError(
             f"{self.total - len(missing)}/{self.total} {self.noun} checked in at {self.where} "
             f"within {self.join_timeout:g} s; never arrived: {shown}{more} "
-            f"(arrived from {', '.join(hosts)})",
-            (
+            f"(arrived from {', '.join(hosts)}){turned_away if denied else ''}",
+            token_hint
+            + (
                 "start `noderun run --nnodes N --node-rank R --master-addr NODE0 --master-port P "
                 "SCRIPT` on every machine, R = 0..N-1, the same port everywhere"
                 if self.by_hand
@@ -247,6 +266,17 @@ class NodeGate:
                 raise GateError(answer.removeprefix("ABORT "))
             if answer.startswith("REFUSE "):
                 raise GateRefusal(answer.removeprefix("REFUSE "))
+            if answer == _DENIED:
+                said = (
+                    f"node 0 at {self.where} turned {self.describe(self.index)} on {self.host} "
+                    "away: this node's job token (NODERUN_JOB_TOKEN) is not node 0's, or it "
+                    "has none"
+                )
+                if self.by_hand:  # the user's to fix, and nothing else will: say it now
+                    raise GateRefusal(said, _TOKEN_HINT)
+                last_error = said  # under srun: another job's node 0 on this port, maybe
+                time.sleep(_RETRY_SECONDS)
+                continue
             last_error = "the master closed the connection"
             time.sleep(_RETRY_SECONDS)
         raise GateError(

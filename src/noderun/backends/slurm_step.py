@@ -32,6 +32,11 @@ from noderun.topology.contract import job_token
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.DOTALL)  # srun --label
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 _SRUN_EXIT = re.compile(r"Exited with exit code (\d+)")
+# srun's report once its --wait ran out after the first task ended, and when it gave up on the
+# step: a task still "running" then is on a node whose slurmstepd no longer answers (lost)
+_SRUN_STILL_RUNNING = re.compile(r"srun: StepId=\S+ tasks? ([\d,\-]+): running")
+_SRUN_GAVE_UP = "Timed out waiting for job step to complete"
+_SRUN_NODE_FAIL = re.compile(r"srun: error: Node failure on (\S+)")
 _NODE_ERROR = "noderun.node: error: "
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
 
@@ -51,6 +56,9 @@ class StepSupervisor:
         self.logs = plan.run_dir / "logs"
         self._node_errors: list[tuple[int, str]] = []  # (node or rank task, message)
         self._srun_errors: list[tuple[str, str, str]] = []  # (host, tasks, text)
+        self._still_running: set[int] = set()  # tasks srun saw running after its --wait
+        self._srun_gave_up = False  # srun timed out waiting for the step to end
+        self._failed_nodes: list[str] = []  # hosts srun reported a node failure of
         self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
         self._stop_signal: int | None = None
@@ -81,6 +89,12 @@ class StepSupervisor:
             self.router.launcher_line("srun.log", line)
             if m := _SRUN_TASK.search(line):
                 self._srun_errors.append((m.group(1), m.group(2), m.group(3).strip()))
+            elif m := _SRUN_STILL_RUNNING.search(line):
+                self._still_running |= _task_ids(m.group(1))
+            elif m := _SRUN_NODE_FAIL.search(line):
+                self._failed_nodes.append(m.group(1))
+            elif _SRUN_GAVE_UP in line:
+                self._srun_gave_up = True
             return
         task, text = int(match.group(1)), match.group(2)
         if self.plan.mode is LaunchMode.SRUN:
@@ -164,6 +178,9 @@ class StepSupervisor:
             task, message = min(self._node_errors, key=lambda item: item[0])
             node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
             return Failure(said=f"{message} [reported by node {node} ({plan.host_of(node)})]")
+        lost = self._lost_node()
+        if lost is not None:
+            return lost
         records = self._error_records()
         cause = self._first_failure()
         if cause is not None and cause.rank is not None and not cause.consequence:
@@ -223,6 +240,32 @@ class StepSupervisor:
                 exit_code=int(found.group(1)) if found and plan.mode is LaunchMode.SRUN else None,
             )
         return Failure(said=f"srun ended with exit code {srun_code}", log="srun.log")
+
+    def _lost_node(self) -> Failure | None:
+        """A node that vanished under the step (crashed, or its slurmd and slurmstepd killed):
+        Slurm said so, or its tasks still ran when srun gave up waiting for them to end. The
+        other nodes' ranks then only failed after it (a peer gone), so it is the cause."""
+        plan = self.plan
+        if self._failed_nodes:
+            host = self._failed_nodes[0]
+            nodes = [n for n in range(plan.nnodes) if plan.host_of(n) == host]
+            node, why = (nodes[0] if nodes else None), "Slurm reported a node failure"
+        elif self._srun_gave_up and self._still_running:
+            task = min(self._still_running)
+            node = plan.node_of_rank(task) if plan.mode is LaunchMode.SRUN else task
+            host = plan.host_of(node)
+            why = "its tasks never ended after srun stopped the step (srun: " + _SRUN_GAVE_UP + ")"
+        else:
+            return None
+        where = f"node {node} on {host}" if node is not None else host
+        return Failure(
+            node_rank=node,
+            host=host,
+            said=f"{where} was lost: {why}; the other nodes' ranks failed after it "
+            f"(`sinfo -n {host}` shows the node; a script given --resume auto continues from "
+            "its last checkpoint when run again)",
+            log="srun.log",
+        )
 
     def _first_failure(self) -> failures.Candidate | None:
         """failures.first_failure over the ranks' error records, torchrun's worker events,

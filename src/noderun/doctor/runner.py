@@ -31,7 +31,7 @@ from noderun.plan.slurm import LaunchMode
 from noderun.secret_env import is_secret
 from noderun.srun_lines import read_marked
 from noderun.topology import port_for_job
-from noderun.topology.contract import RankContract
+from noderun.topology.contract import RankContract, job_token
 
 PROBE_WAIT = 20.0
 HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
@@ -199,7 +199,10 @@ def run_in_allocation(
         raise UsageError(f"job {job} has no node list", "run inside sbatch or salloc")
     n, port = len(hosts), port_for_job(job)
     token_file, token = _write_token(run_dir)
-    env = {**environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    # the exchange on node 0 admits only this job's reports: the job's token (noderun submit
+    # gave it one), else a new one for this doctor; srun hands it to every probe in its
+    # environment, never on a command line
+    env = {**environ, **job_token(environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
     # --label: srun keeps each task's lines whole (unlabelled output of tasks can interleave)
     step = ["--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
     began = time.monotonic()

@@ -7,6 +7,7 @@ with the path and the room left; then training stops (the default) or goes on wi
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Mapping
@@ -52,9 +53,25 @@ def write_error(what: str, path: Path, err: BaseException, rank: int | None = No
     who = f"rank {rank}: " if rank is not None else ""
     return WriteError(
         f"{who}{what} {path} could not be written: {reason(err)} ({free_space(path)})",
-        f"free space or move the run dir to a larger filesystem; {ON_ERROR_ENV}=warn keeps "
-        "training without it",
+        f"{_fix(err, path)}; {ON_ERROR_ENV}=warn keeps training without it",
     )
+
+
+def _fix(err: BaseException, path: Path) -> str:
+    """What to do about ``err``: room for a full disk or quota, permissions for a refusal, the
+    disk for an I/O error, the folder for one that vanished."""
+    code = err.errno if isinstance(err, OSError) else None
+    if code in (errno.EACCES, errno.EPERM):
+        return f"make {path.parent} writable for this user"
+    if code == errno.EROFS:
+        return f"{path.parent} is on a read-only filesystem: put the run dir elsewhere"
+    if code == errno.EIO:
+        return "the disk or network filesystem failed the write: check it (dmesg), then resume"
+    if code == errno.ENOENT:
+        return f"{path.parent} vanished during the run: whatever removed it must not"
+    if code == errno.EDQUOT:
+        return "your disk quota is used up: free space, or move the run dir elsewhere"
+    return "free space or move the run dir to a larger filesystem"
 
 
 def say(error: WriteError, mode: str) -> None:

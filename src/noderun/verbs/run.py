@@ -209,9 +209,9 @@ def _backend(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -
 
 def _report(run_dir: Path, result: Result, outcome: Outcome) -> None:
     failure = result.failure
-    if outcome.status == "failed" and failure is not None and failure.rank is None:
-        assert outcome.log is not None
-        for line in tail(outcome.log, 15):  # an agent failed: its own words
+    agent_failed = failure is not None and failure.rank is None  # not one of its ranks
+    if outcome.status in ("failed", "bad-input") and agent_failed and outcome.log is not None:
+        for line in tail(outcome.log, 15):  # an agent failed (or refused its input): its words
             print(f"  {line}", file=sys.stderr)
     done = outcome.status == "completed"
     print(outcome.final_line(run_dir), file=sys.stdout if done else sys.stderr, flush=True)
