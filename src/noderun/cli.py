@@ -19,7 +19,18 @@ from noderun.verbs.options import (
     resolve_options,
 )
 
-VERBS = ("run", "submit", "verify", "explain", "doctor", "stacks", "check", "scale", "sweep", "completion")
+VERBS = (
+    "run",
+    "submit",
+    "verify",
+    "explain",
+    "doctor",
+    "stacks",
+    "check",
+    "scale",
+    "sweep",
+    "completion",
+)
 REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
 
 DESCRIPTION = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from noderun.sweep.table import SweepRow
 
-NO_MATPLOTLIB = "no plot: matplotlib is not installed (pip install 'noderun[plot]')"
+NO_MATPLOTLIB = "no plot: matplotlib is not installed (pip install 'noderun[scale]')"
 
 
 def _number(text: str) -> float | None:
@@ -33,16 +33,19 @@ def plot_metric(rows: Sequence[SweepRow], metric: str, path: Path, title: str) -
     fig, axes = plt.subplots(1, len(params), figsize=(4.5 * len(params), 3.8), squeeze=False)
     for ax, param in zip(axes[0], params, strict=True):
         xs = [r.point.as_dict()[param] for r, _ in measured]
-        numeric = all(_number(x) is not None for x in xs)
-        order = sorted(dict.fromkeys(xs), key=lambda x: _number(x) if numeric else x)  # type: ignore[arg-type,return-value]
-        position = {x: (_number(x) if numeric else i) for i, x in enumerate(order)}
+        numbers = [_number(x) for x in xs]
+        numeric = all(n is not None for n in numbers)
+        if numeric:
+            position = {x: float(x) for x in xs}
+        else:
+            order = sorted(dict.fromkeys(xs))
+            position = {x: float(i) for i, x in enumerate(order)}
+            ax.set_xticks(range(len(order)), order)
         ax.scatter([position[x] for x in xs], [y for _, y in measured])
         for (r, y), x in zip(measured, xs, strict=True):
-            ax.annotate(r.point.name, (position[x], y), fontsize=7)  # type: ignore[arg-type]
-        if not numeric:
-            ax.set_xticks(range(len(order)), order)
-        elif len(order) > 2 and min(position.values()) > 0:  # type: ignore[type-var]
-            ax.set_xscale("log")
+            ax.annotate(r.point.name, (position[x], y), fontsize=7)
+        if numeric and len(set(xs)) > 2 and min(position.values()) > 0:
+            ax.set_xscale("log")  # learning rates and batch sizes span decades
         ax.set(xlabel=param, ylabel=metric)
     fig.suptitle(title)
     fig.tight_layout()

@@ -193,4 +193,3 @@ def _report(args: argparse.Namespace, script: Path, out: Path, rows: list[SweepR
                         "metrics": dict(r.metrics), "cause": r.finding} for r in rows],
         })  # fmt: skip
     return 1 if failed else 0
-
