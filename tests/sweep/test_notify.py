@@ -19,8 +19,10 @@ def test_the_summary_names_the_event_status_failure_and_last_metrics(tmp_path: P
     record.failure = FailureRecord(reason="rank 0 preempted", rank=0, exit_code=75)
     payload = notify.summary(tmp_path, record)
     assert payload["event"] == "preemption" and payload["job_id"] == "7_1"
-    assert payload["failure"] == "rank 0 preempted" and payload["metrics"] == {"epoch": "1",
-                                                                              "loss": "0.7"}
+    assert payload["failure"] == "rank 0 preempted" and payload["metrics"] == {
+        "epoch": "1",
+        "loss": "0.7",
+    }
     events = {s: notify.summary(tmp_path, RunRecord(backend="local", status=s))["event"]
               for s in ("completed", "failed", "stalled")}  # fmt: skip
     assert events == {"completed": "end", "failed": "failure", "stalled": "stall"}
