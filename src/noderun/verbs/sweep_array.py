@@ -131,18 +131,14 @@ def _live_array(out: Path) -> tuple[str, dict[int, str]] | None:
 
 
 def _follow(job: str, tasks: dict[int, str]) -> None:
-    """Wait for every task to end, printing each state change (RUNNING, REQUEUED, …)."""
+    """Wait until every task has ended, printing each state change (RUNNING, REQUEUED, …);
+    another pass while any task is alive again (a requeued task comes back)."""
     try:
-        for index, name in sorted(tasks.items()):
-            task = f"{job}_{index}"
-
-            def changed(state: slurm.JobState, task: str = task, name: str = name) -> None:
-                print(f"noderun: task {task} ({name}) {state.state}", flush=True)
-
-            try:
-                slurm.wait_for_job(task, on_change=changed, poll=0.5)
-            except NoderunError as err:  # forgotten by SLURM: its run.json says what it knew
-                print(f"noderun: warning: {err}", file=sys.stderr, flush=True)
+        while True:
+            for index, name in sorted(tasks.items()):
+                _wait_task(f"{job}_{index}", name)
+            if not any(job_alive(f"{job}_{index}") for index in tasks):
+                return
     except KeyboardInterrupt:
         print(
             f"noderun: stopped following job array {job}; it keeps running (`scancel {job}` "
@@ -150,3 +146,13 @@ def _follow(job: str, tasks: dict[int, str]) -> None:
             file=sys.stderr,
         )
         raise
+
+
+def _wait_task(task: str, name: str) -> None:
+    def changed(state: slurm.JobState) -> None:
+        print(f"noderun: task {task} ({name}) {state.state}", flush=True)
+
+    try:
+        slurm.wait_for_job(task, on_change=changed, poll=0.5)
+    except NoderunError as err:  # forgotten by SLURM: its run.json says what it knew
+        print(f"noderun: warning: {err}", file=sys.stderr, flush=True)
