@@ -59,6 +59,8 @@ def test_a_job_array_sweep_requeues_only_the_preempted_task(tmp_path: Path) -> N
     assert rows["mode=fail"]["cause"].startswith("rank-crashed: ") and rows["mode=ok"]["step"]
     assert "sweep_point: deliberate failure" in rows["mode=fail"]["cause"]
     assert [_restarts(f"{job}_{i}") for i in range(3)] == ["0", "0", "1"]
+    assert [rows[f"mode={m}"]["job_id"] for m in ("ok", "fail", "preempt")] == [
+        f"{job}_0", f"{job}_1", f"{job}_2"]  # fmt: skip
     assert f"task {job}_2 (mode=preempt) PENDING" in stdout  # requeued, then ran again
     rank0 = (out / "mode=preempt" / "logs" / "rank0.log").read_text()
     assert "job requeued, it resumes from the checkpoint" in rank0

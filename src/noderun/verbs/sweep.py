@@ -36,7 +36,7 @@ SUBMIT_ONLY = ("partition", "account", "time", "signal", "setup", "qos")
 OPTIONS = OptionTable(
     "sweep",
     (
-        repeated("--param", metavar="NAME=V1,V2…",
+        repeated("--param", metavar="NAME=V1,V2…", env=True,
                  help="a parameter and its values (repeatable; the grid is their product); each "
                  "point appends --NAME V to ARGS, or replaces {NAME} where ARGS mention it"),
         value("--out", type=Path,
@@ -105,12 +105,14 @@ def main(args: argparse.Namespace) -> int:
     if len(todo) < len(points):
         print(f"noderun: continuing the sweep in {out}: {len(points) - len(todo)} of "
               f"{len(points)} point(s) completed before, not run again", flush=True)  # fmt: skip
+    codes: dict[str, int | None] = {}  # a task's exit code is in its run.json's status
+    tasks: dict[str, str] = {}
     if args.submit:
-        codes: dict[str, int | None] = dict(sweep_array.submit(args, script, out, points, todo))
+        tasks = sweep_array.submit(args, script, out, points, todo)
     else:
         out.mkdir(parents=True, exist_ok=True)
-        codes = dict(_run_here(args, script, out, todo))
-    rows = [_row(out, p, codes.get(p.name)) for p in points]
+        codes.update(_run_here(args, script, out, todo))
+    rows = [_row(out, p, codes.get(p.name), tasks.get(p.name)) for p in points]
     return _report(args, script, out, rows)
 
 
@@ -147,7 +149,7 @@ def _run_argv(args: argparse.Namespace, run_dir: Path) -> list[str]:
     return argv
 
 
-def _row(out: Path, point: Point, code: int | None) -> SweepRow:
+def _row(out: Path, point: Point, code: int | None, task: str | None) -> SweepRow:
     run_dir = out / point.name
     verdict = judge(run_dir, out / f"{point.name}.log", code)
     record = _record(run_dir)
@@ -158,7 +160,7 @@ def _row(out: Path, point: Point, code: int | None) -> SweepRow:
         metrics=final_metrics(run_dir),
         finding=verdict.finding,
         run_dir=str(run_dir),
-        job_id=(record.job_id or "") if record else "",
+        job_id=task or ((record.job_id or "") if record else ""),
     )
 
 

@@ -69,8 +69,9 @@ def submit(
     out: Path,
     points: Sequence[Point],
     todo: Sequence[Point],
-) -> dict[str, int | None]:
-    """Submit (or find the live array of) the points in ``todo`` and follow every task."""
+) -> dict[str, str]:
+    """Submit (or find the live array of) the points in ``todo``, follow every task; point
+    name -> its task's job id (``<array>_<task>``)."""
     running = _live_array(out)
     if running is not None:
         job, tasks = running
@@ -80,7 +81,7 @@ def submit(
     else:
         return {}
     _follow(job, tasks)
-    return {}  # the tasks' exit codes are in their run.json (judge reads the status)
+    return {name: f"{job}_{index}" for index, name in tasks.items()}
 
 
 def _submit(
