@@ -13,7 +13,7 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ EVENTS = {
     "interrupted": "end",
 }
 TIMEOUT_SEC = 30.0
+# the launcher's --notify targets (JSON), for the requeue command a preempted rank runs: a
+# requeued job's launcher is stopped by SLURM before it could tell
+TARGETS_ENV = "NODERUN_NOTIFY_TARGETS"
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 NO_APPRISE = "needs the notify extra (pip install 'noderun[notify]')"
 
@@ -98,6 +101,35 @@ def _apprise(url: str, payload: Mapping[str, Any]) -> str:
     title = f"noderun: {payload.get('event', 'end')}: {payload.get('run_dir', '')}"
     body = json.dumps(payload, indent=1, default=str)
     return "" if sender.notify(title=title, body=body) else "apprise could not deliver it"
+
+
+def export_targets(targets: Sequence[str], environ: MutableMapping[str, str]) -> None:
+    """Hand the targets to the ranks (and so to the requeue command they run)."""
+    if targets:
+        environ[TARGETS_ENV] = json.dumps(list(targets))
+
+
+def notify_requeued(job: str, environ: Mapping[str, str]) -> None:
+    """After ``scontrol requeue``: a ``preemption`` to the targets the launcher exported."""
+    try:
+        targets = [str(t) for t in json.loads(environ.get(TARGETS_ENV) or "[]")]
+    except (ValueError, TypeError):
+        targets = []
+    if not targets:
+        return
+    from noderun.sweep.runner import final_metrics
+
+    run_dir = environ.get("NODERUN__RUN_DIR") or environ.get("NODERUN_RUN_DIR") or ""
+    send(targets, {
+        "event": "preemption",
+        "status": "requeued",
+        "run_dir": run_dir,
+        "backend": "slurm",
+        "job_id": job,
+        "host": socket.gethostname(),
+        "restart_count": int(environ.get("SLURM_RESTART_COUNT", "0") or 0),
+        "metrics": final_metrics(Path(run_dir)) if run_dir else {},
+    })  # fmt: skip
 
 
 def notify_run(targets: Sequence[str], run_dir: Path) -> None:

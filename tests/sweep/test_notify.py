@@ -62,3 +62,14 @@ def test_an_apprise_url_goes_through_apprise(monkeypatch: pytest.MonkeyPatch) ->
     assert sent[0]["title"] == "noderun: failure: /r"
     assert json.loads(sent[0]["body"])["event"] == "failure"
     assert notify.send(["bogus://x"], {"event": "end"}, lambda line: None) == 1
+
+
+def test_a_requeue_tells_the_targets_the_launcher_exported(tmp_path: Path) -> None:
+    got = tmp_path / "got.json"
+    environ: dict[str, str] = {"NODERUN__RUN_DIR": str(tmp_path), "SLURM_RESTART_COUNT": "0"}
+    notify.export_targets([f"cat > {got}"], environ)
+    notify.notify_requeued("63_2", environ)
+    payload = json.loads(got.read_text())
+    assert payload["event"] == "preemption" and payload["status"] == "requeued"
+    assert payload["job_id"] == "63_2" and payload["run_dir"] == str(tmp_path)
+    notify.notify_requeued("1", {})  # no targets exported: nothing to do

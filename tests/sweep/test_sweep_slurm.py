@@ -1,6 +1,7 @@
 """`noderun sweep --submit` on the Slurm lab: 3 points x 2 nodes as one job array; one point
 fails (explain's cause in the table), one is preempted (SIGUSR1 to its task) and requeues
-alone, checkpointed and resumed; the others run once."""
+alone, checkpointed and resumed; the others run once. --notify hears every end and the
+requeue from inside the jobs."""
 
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ def _restarts(task: str) -> str:
 
 def test_a_job_array_sweep_requeues_only_the_preempted_task(tmp_path: Path) -> None:
     require_lab()
-    out = tmp_path / "sweep"
+    out, notes = tmp_path / "sweep", tmp_path / "notes"
+    notes.mkdir()
     sweep = start_noderun(
         ["sweep", "--submit", "--param", "mode=ok,fail,preempt", "--nnodes", "2",
-         "--max-parallel", "3", "--time", "10", "--out", str(out), POINT]
+         "--max-parallel", "3", "--time", "10", "--out", str(out),
+         "--notify", f'cat > "$(mktemp -p {notes})"', POINT]
     )  # fmt: skip
     job = ""
     try:
@@ -65,3 +68,10 @@ def test_a_job_array_sweep_requeues_only_the_preempted_task(tmp_path: Path) -> N
     rank0 = (out / "mode=preempt" / "logs" / "rank0.log").read_text()
     assert "job requeued, it resumes from the checkpoint" in rank0
     assert "noderun: resumed from" in rank0
+    # --notify from inside the jobs: each point's end, the requeue, then the sweep's own
+    sent = sorted(
+        (str(n["event"]), Path(str(n.get("run_dir") or n.get("out"))).name)
+        for n in (json.loads(p.read_text()) for p in notes.iterdir())
+    )
+    assert sent == [("end", "mode=ok"), ("end", "mode=preempt"), ("failure", "mode=fail"),
+                    ("preemption", "mode=preempt"), ("sweep_failure", "sweep")], sent  # fmt: skip

@@ -178,6 +178,7 @@ def main(args: argparse.Namespace) -> int:
         )
     if short := disk_room.shortfall(run_dir):
         print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
+    notify.export_targets(args.notify, os.environ)  # a preempted rank's requeue tells them
     rundir.take_lock(run_dir)
     try:
         done = supervise(

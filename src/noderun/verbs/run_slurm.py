@@ -140,6 +140,7 @@ def main(
         print(step.rank_table())
         print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
         return 0
+    notify.export_targets(getattr(args, "notify", ()), os.environ)  # for a requeued rank's
     found: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
     lookup = threading.Thread(target=lambda: found.update(versions()), daemon=True)
     lookup.start()
