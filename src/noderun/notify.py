@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -109,12 +110,40 @@ def export_targets(targets: Sequence[str], environ: MutableMapping[str, str]) ->
         environ[TARGETS_ENV] = json.dumps(list(targets))
 
 
+def _exported(environ: Mapping[str, str]) -> list[str]:
+    try:
+        return [str(t) for t in json.loads(environ.get(TARGETS_ENV) or "[]")]
+    except (ValueError, TypeError):
+        return []
+
+
+def notify_stall(
+    run_dir: Path, report: str, job_id: str | None, environ: Mapping[str, str]
+) -> threading.Thread | None:
+    """A stall the job keeps waiting through (--on-stall report): ``stall`` to the exported
+    targets, from a thread of its own (the watch goes on); None when there are none."""
+    targets = _exported(environ)
+    if not targets:
+        return None
+    from noderun.sweep.runner import final_metrics
+
+    payload = {
+        "event": "stall",
+        "status": "running",
+        "run_dir": str(run_dir.absolute()),
+        "job_id": job_id,
+        "host": socket.gethostname(),
+        "stall": report,
+        "metrics": final_metrics(run_dir),
+    }
+    thread = threading.Thread(target=send, args=(targets, payload), daemon=True)
+    thread.start()
+    return thread
+
+
 def notify_requeued(job: str, environ: Mapping[str, str]) -> None:
     """After ``scontrol requeue``: a ``preemption`` to the targets the launcher exported."""
-    try:
-        targets = [str(t) for t in json.loads(environ.get(TARGETS_ENV) or "[]")]
-    except (ValueError, TypeError):
-        targets = []
+    targets = _exported(environ)
     if not targets:
         return
     from noderun.sweep.runner import final_metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import types
@@ -73,3 +74,28 @@ def test_a_requeue_tells_the_targets_the_launcher_exported(tmp_path: Path) -> No
     assert payload["event"] == "preemption" and payload["status"] == "requeued"
     assert payload["job_id"] == "63_2" and payload["run_dir"] == str(tmp_path)
     notify.notify_requeued("1", {})  # no targets exported: nothing to do
+
+
+def test_a_stall_the_job_waits_through_is_sent_from_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noderun.backends import stall
+    from tests.conftest import wait_until
+
+    got = tmp_path / "got.json"
+    assert notify.notify_stall(tmp_path, "r", None, {}) is None  # nothing exported
+    watcher = stall.StallWatcher(
+        stall.StallPolicy(5.0, stall.OnStall.REPORT), tmp_path, 2, job_id="9",
+        console=io.StringIO(),
+    )  # fmt: skip
+
+    def no_ranks() -> stall.Snapshot:
+        raise RuntimeError("no ranks here")
+
+    monkeypatch.setattr(watcher, "take", no_ranks)
+    monkeypatch.setattr(stall.os, "environ", {notify.TARGETS_ENV: json.dumps([f"cat > {got}"])})
+    watcher._fire(12.0)
+    assert wait_until(lambda: got.exists() and got.read_text().endswith("}\n"), timeout=10)
+    payload = json.loads(got.read_text())
+    assert payload["event"] == "stall" and payload["status"] == "running"
+    assert payload["job_id"] == "9" and "report" in payload["stall"] and not watcher.killed
