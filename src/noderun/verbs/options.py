@@ -432,7 +432,7 @@ def seconds(text: str) -> float:
 NOTIFY_OPTION = repeated(  # `run`, `submit` and `sweep`
     "--notify",
     metavar="CMD|URL",
-    help="at the end (completed, failed, preempted, stalled) run shell command CMD with the "
+    help="on the run's end, failure, preemption or stall run shell command CMD with the "
     "run's summary as JSON on its stdin, or send it to an apprise URL (the notify extra); "
     "repeatable; a failing CMD is a warning, never the run's failure",
 )
