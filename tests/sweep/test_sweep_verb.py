@@ -43,3 +43,16 @@ def test_more_points_than_max_array_size_submits_nothing(
     assert result.returncode == 2
     assert "4 points but this cluster's MaxArraySize is 3" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_submit_hands_notify_to_the_jobs_own_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from noderun.verbs import submit
+
+    monkeypatch.setattr(submit.shutil, "which", lambda name: None)  # no cluster to ask
+    result = cli(["submit", "--dry-run", "--run-dir", str(tmp_path / "r"),
+                  "--notify", "mail -s 'run ended' me", SCRIPT])  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    launch = next(line for line in result.stdout.splitlines() if line.startswith("exec "))
+    assert "'--notify=mail -s '\"'\"'run ended'\"'\"' me'" in launch
