@@ -62,3 +62,21 @@ def test_the_table_is_one_line_per_point_with_the_cause_cut_short() -> None:
     assert lines[1].split() == ["lr=0.1,bs=32", "completed", "healthy", "0.5", "2"]
     assert "failed" in lines[2] and "rank-crashed: a rank raised" in lines[2]
     assert len(lines) == 3 and lines[2].endswith("…") and len(lines[2]) < 200
+
+
+def test_a_point_past_its_timeout_gets_sigterm_first(tmp_path: Path) -> None:
+    import sys
+
+    from noderun.sweep.runner import TIMED_OUT, PointJob, run_jobs
+
+    # a launcher stops its ranks on SIGTERM; a SIGKILL would leave them behind
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('stopping ranks', flush=True), "
+        "sys.exit(143)))\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    job = PointJob("p", (sys.executable, "-c", code), tmp_path / "p", tmp_path / "p.log")
+    assert run_jobs([job], 1, timeout=3.0) == {"p": TIMED_OUT}  # room for a loaded machine
+    assert (tmp_path / "p.log").read_text() == "started\nstopping ranks\n"

@@ -21,6 +21,7 @@ from noderun.errors import NoderunError
 from noderun.run_record import RunRecord
 
 TIMED_OUT = -1
+STOP_GRACE_SEC = 30.0  # a stopped point's launcher stops its ranks within this
 # a point whose run.json says this is done; every other state is run (again) by a re-run
 DONE = ("completed",)
 
@@ -92,12 +93,26 @@ def run_jobs(
 def _run(job: PointJob, timeout: float | None) -> int:
     job.log.parent.mkdir(parents=True, exist_ok=True)
     with job.log.open("w") as log:
+        proc = subprocess.Popen(job.argv, stdout=log, stderr=subprocess.STDOUT, env=job.env)
         try:
-            return subprocess.run(
-                job.argv, stdout=log, stderr=subprocess.STDOUT, env=job.env, timeout=timeout
-            ).returncode
+            return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            # SIGTERM first: the point's launcher stops its ranks and writes run.json (a
+            # SIGKILL would leave its ranks behind)
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_GRACE_SEC)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
             return TIMED_OUT
+        except BaseException:  # Ctrl-C: the terminal signalled the point too; let it end
+            try:
+                proc.wait(timeout=STOP_GRACE_SEC)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
 
 
 def judge(run_dir: Path, log: Path, code: int | None) -> Judgement:
