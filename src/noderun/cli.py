@@ -32,6 +32,7 @@ VERBS = (
     "status",
     "logs",
     "cancel",
+    "sweep",
     "completion",  # last: the verb that describes all the others
 )
 REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr

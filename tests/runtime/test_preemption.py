@@ -145,3 +145,11 @@ def test_sigusr1_to_one_rank_stops_all_at_the_same_step(tmp_path: Path) -> None:
     state = checkpoint.load(saved)
     assert len(state["rng"]) == 2 and len(state["extra"]) == 2  # both ranks contributed
     assert json.loads((run_dir / "run.json").read_text())["status"] == "preempted"
+
+
+def test_an_array_task_requeues_itself_not_the_array() -> None:
+    from noderun.runtime.preemption import requeue_target
+
+    assert requeue_target({"SLURM_JOB_ID": "50"}) == "50"
+    array = {"SLURM_JOB_ID": "50", "SLURM_ARRAY_JOB_ID": "50", "SLURM_ARRAY_TASK_ID": "2"}
+    assert requeue_target(array) == "50_2"  # `scontrol requeue 50`: every task of array 50

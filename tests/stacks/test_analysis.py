@@ -145,3 +145,9 @@ def test_snapshot_json_round_trips_rank_stacks() -> None:
     assert [g["straggler"] for g in data["groups"]] == [False, True]
     again = [RankStack.from_dict(r) for r in data["ranks"]]
     assert again == sorted(snapshot.stacks, key=lambda s: s.rank)
+
+
+def test_a_snapshot_without_any_stack_has_a_verdict() -> None:
+    # the stall watch's fallback when taking stacks failed: it must still name a verdict
+    verdict = Snapshot((), 2, ("stacks could not be taken: boom",)).verdict()
+    assert verdict.kind is Kind.NONE and verdict.ranks == (0, 1)

@@ -43,7 +43,7 @@ def test_bash_accepts_the_script_and_completes(
     checked = subprocess.run([BASH, "-n", str(script)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
     assert _complete(script, ["noderun", "ru"]) == ["run"]
-    assert _complete(script, ["noderun", "s"]) == ["submit", "stacks", "scale", "status"]
+    assert _complete(script, ["noderun", "s"]) == ["submit", "stacks", "scale", "status", "sweep"]
     assert _complete(script, ["noderun", "comp"]) == ["completion"]
     assert _complete(script, ["noderun", "run", "--nn"]) == ["--nnodes"]
     assert _complete(script, ["noderun", "run", "--mode", ""]) == ["torchrun", "srun"]

@@ -81,11 +81,18 @@ def test_scale(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
     from noderun.scale.analysis import PointResult
     from noderun.verbs import scale
 
-    def point(args: Any, script: Path, out: Path, point: Any, base: int) -> PointResult:
-        print(f"rank lines of {point.name}")  # what a point prints must not reach stdout
-        return PointResult(point=point, ok=True, run_dir=str(out / point.name), wall_sec=2.0)
+    def run_jobs(jobs: Any, parallel: int, timeout: Any, on_start: Any, on_done: Any) -> Any:
+        for job in jobs:  # the sweep runner: what a point prints must not reach stdout
+            on_start(job)
+            print(f"rank lines of {job.name}")
+            on_done(job, 0)
+        return {job.name: 0 for job in jobs}
 
-    monkeypatch.setattr(scale, "_run_point", point)
+    def result(point: Any, job: Any, code: int) -> PointResult:
+        return PointResult(point=point, ok=True, run_dir=str(job.run_dir), wall_sec=2.0)
+
+    monkeypatch.setattr(scale, "run_jobs", run_jobs)
+    monkeypatch.setattr(scale, "_result", result)
     out = tmp_path / "sweep"
     argv = ["scale", "--json", "--nodes", "1,2", "--out", str(out), PLAIN]
     code, data = _json_of(argv, capsys)

@@ -9,10 +9,12 @@ its one-line reason on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
 
+from noderun import notify
 from noderun.backends import slurm
 
 NOT_REQUEUEABLE = 3
@@ -32,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if error:
         print(error, file=sys.stderr)
         return 1
+    notify.notify_requeued(opts.job, os.environ)  # --notify: the launcher is stopped with us
     return 0
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "job_record",
     "job_requeueable",
     "job_state",
+    "max_array_size",
     "parse_scontrol_job",
     "partitions",
     "pick_partition",
@@ -141,6 +142,20 @@ def pick_partition(name: str | None, available: Sequence[PartitionInfo]) -> Part
     raise UsageError(
         f"partition {name!r} does not exist", f"pass --partition with one of: {listing}"
     )
+
+
+def max_array_size() -> int | None:
+    """The cluster's MaxArraySize (``scontrol show config``): array task ids stay below it;
+    None when scontrol cannot say."""
+    try:
+        done = _run(["scontrol", "show", "config"])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxArraySize" and value.strip().isdigit():
+            return int(value.strip())
+    return None
 
 
 def sbatch(script: Path) -> str:

@@ -21,6 +21,7 @@ from typing import IO
 
 import psutil
 
+from noderun import notify
 from noderun.plan.stall import OnStall, StallPolicy
 from noderun.stacks import Snapshot, render
 from noderun.stacks.files import progress_file, read_progress
@@ -164,10 +165,12 @@ class StallWatcher:
         ]
         self.console.write("".join(f"noderun: {line}\n" for line in lines))
         self.console.flush()
-        if kill:
+        if kill:  # the run's end tells --notify (event "stall")
             self.killed = True
             if self.on_kill is not None:
                 self.on_kill()
+        else:
+            notify.notify_stall(self.run_dir, self.report, self.job_id, os.environ)
 
 
 def report_text(snapshot: Snapshot, quiet: float, run_dir: Path, stamp: time.struct_time) -> str:

@@ -61,6 +61,14 @@ def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool | No
     return True if setting in ("1", "yes", "true") else None
 
 
+def requeue_target(environ: Mapping[str, str]) -> str:
+    """The job to requeue: ``SLURM_JOB_ID``, but ``<array job>_<task>`` in a job array. One of
+    an array's tasks carries the array's own id as its SLURM_JOB_ID, and ``scontrol requeue``
+    of that id requeues every task of the array (measured on the lab), not this one alone."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
+    return f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID", "")
+
+
 def requeue_by_command(job: str, forced: bool) -> str | None:
     """``python -m noderun.backends.requeue JOB [--force]`` (the default ``Requeuer``)."""
     argv = [sys.executable, *REQUEUE_COMMAND, job, *(["--force"] if forced else [])]
@@ -219,7 +227,7 @@ class Preemption:
         wanted = requeue_wanted(self.environ, self.requeue)
         if wanted is False or cancel_request.requested(self.ctx.run_dir):
             return False
-        job = self.environ.get("SLURM_JOB_ID", "")
+        job = requeue_target(self.environ)
         error = self.requeuer(job, wanted is True)
         if error is None:  # not submitted requeueable
             return False

@@ -148,6 +148,8 @@ class Snapshot:
         missing = self.missing
         if not spots and not missing:
             return Verdict(Kind.NONE, (), "no rank's stack could be taken")
+        if not spots:  # no stack at all (the look failed, or every rank is gone)
+            return Verdict(Kind.NONE, tuple(missing), f"{rank_list(missing)} gave no stack")
         wait_text = _waiting_text(waiting)
         # found but gave no stack (a stopped process, one that ignores every signal)
         silent = {s.rank: s.error or "no stack" for s in self.stacks if not s.frames}

@@ -429,6 +429,13 @@ def seconds(text: str) -> float:
     return value
 
 
+NOTIFY_OPTION = repeated(  # `run`, `submit` and `sweep`
+    "--notify",
+    metavar="CMD|URL",
+    help="on the run's end, failure, preemption or stall run shell command CMD with the "
+    "run's summary as JSON on its stdin, or send it to an apprise URL (the notify extra); "
+    "repeatable; a failing CMD is a warning, never the run's failure",
+)
 STALL_OPTIONS = (  # `run` and `submit`
     value(
         "--stall-timeout",

@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from noderun import disk_room, group_watch, rundir, secret_env, timeline
+from noderun import disk_room, group_watch, notify, rundir, secret_env, timeline
 from noderun.backends import ssh
 from noderun.backends.local import LocalBackend, tail
 from noderun.backends.ports import free_port, require_free_port
@@ -20,6 +20,7 @@ from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_in_step, run_modes, run_slurm, run_ssh
 from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
+    NOTIFY_OPTION,
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
@@ -73,6 +74,7 @@ OPTIONS = OptionTable(
             value("--master-port", type=port_number, help="rendezvous port (default: free)")
         ),
         *STALL_OPTIONS,
+        NOTIFY_OPTION,
         PROFILE_OPTION,
         *run_slurm.ALLOCATION_OPTIONS,
         *run_ssh.OPTIONS,
@@ -176,6 +178,7 @@ def main(args: argparse.Namespace) -> int:
         )
     if short := disk_room.shortfall(run_dir):
         print(f"noderun: warning: {short}", file=sys.stderr, flush=True)
+    notify.export_targets(args.notify, os.environ)  # a preempted rank's requeue tells them
     rundir.take_lock(run_dir)
     try:
         done = supervise(
@@ -187,6 +190,7 @@ def main(args: argparse.Namespace) -> int:
         )
         report_profile(run_dir, args)
         _report(run_dir, done.result, done.outcome)
+        notify.notify_run(args.notify, run_dir)
         if done.record_error is not None:
             raise done.record_error  # one line naming run.json and the errno (cli)
         shape = backend.plan

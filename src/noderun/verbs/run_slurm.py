@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from noderun import group_watch, rundir, secret_env, timeline
+from noderun import group_watch, notify, rundir, secret_env, timeline
 from noderun.backends.slurm import hostnames, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
 from noderun.backends.supervise import Policy, supervise
@@ -140,6 +140,7 @@ def main(
         print(step.rank_table())
         print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
         return 0
+    notify.export_targets(getattr(args, "notify", ()), os.environ)  # for a requeued rank's
     found: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
     lookup = threading.Thread(target=lambda: found.update(versions()), daemon=True)
     lookup.start()
@@ -177,6 +178,7 @@ def main(
     outcome = done.outcome
     ok = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if ok else sys.stderr, flush=True)
+    notify.notify_run(getattr(args, "notify", ()), step.run_dir)
     if done.record_error is not None:
         raise done.record_error  # one line naming run.json and the errno (cli)
     return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)

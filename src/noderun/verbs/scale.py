@@ -1,20 +1,19 @@
-"""``noderun scale SCRIPT [ARGS…]``: a sweep over nodes x processes, each point a real,
-verified run directory; scaling.csv, scaling.png and scaling.md in the sweep directory."""
+"""``noderun scale SCRIPT [ARGS…]``: a sweep over nodes x processes (the runner of ``noderun
+sweep``, one point at a time), each point a real, verified run directory; scaling.csv,
+scaling.png and scaling.md in the sweep directory."""
 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import json
 import os
-import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from noderun.errors import UsageError
+from noderun.sweep.runner import PointJob, judge, metric_rows, run_jobs
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     OptionTable,
@@ -87,12 +86,18 @@ def main(args: argparse.Namespace) -> int:
     points = plan_points(args.nodes, args.nproc_per_node)
     out.mkdir(parents=True, exist_ok=True)
     base_ranks = points[0].ranks
-    results = []
+    jobs = {point.name: _point_job(args, script, out, point, base_ranks) for point in points}
+    by_name = {point.name: point for point in points}
+    done: dict[str, Any] = {}
     with _Progress(len(points)) as progress:
-        for point in points:
-            progress.start(point.name)
-            results.append(_run_point(args, script, out, point, base_ranks))
-            progress.done(point.name, results[-1].ok, results[-1].finding)
+
+        def ended(job: PointJob, code: int) -> None:
+            done[job.name] = _result(by_name[job.name], job, code)
+            progress.done(job.name, done[job.name].ok, done[job.name].finding)
+
+        started = lambda job: progress.start(job.name)  # noqa: E731
+        run_jobs(list(jobs.values()), 1, args.point_timeout, started, ended)
+    results = [done[point.name] for point in points]
     rows = scaling_rows(results, args.scaling)
     (out / "scaling.csv").write_text(rows_csv(rows))
     (out / "scaling.md").write_text(rows_markdown(rows, args.scaling, os.cpu_count()))
@@ -130,11 +135,10 @@ def _default_out(script: Path) -> Path:
     return new_run_dir(f"scale-{script.stem}.py")
 
 
-def _run_point(
+def _point_job(
     args: argparse.Namespace, script: Path, out: Path, point: Any, base_ranks: int
-) -> Any:
-    from noderun.scale.analysis import PointResult
-
+) -> PointJob:
+    """The point as a sweep point: ``noderun run`` (or ``submit --wait``) of its shape."""
     run_dir = out / point.name
     factor = point.ranks / base_ranks
     env = {
@@ -149,65 +153,22 @@ def _run_point(
         cmd += [f"--partition={args.partition}"] if args.partition else []
     else:
         cmd = ["run", f"--nnodes={point.nodes}", *size]
-    argv = [sys.executable, "-m", "noderun", *cmd, str(script), *args.script_args]
-    log = out / f"{point.name}.log"
-    try:
-        with log.open("w") as f:
-            code = subprocess.run(
-                argv, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=args.point_timeout
-            ).returncode
-    except subprocess.TimeoutExpired:
-        code = -1
-    record = _read_json(run_dir / "run.json")
-    healthy = code == 0 and _noderun_json(["verify", "--json", str(run_dir)]).get("healthy")
-    finding = "" if healthy else _finding(run_dir, log, code)
+    argv = (sys.executable, "-m", "noderun", *cmd, str(script), *args.script_args)
+    return PointJob(point.name, argv, run_dir, out / f"{point.name}.log", env)
+
+
+def _result(point: Any, job: PointJob, code: int) -> Any:
+    from noderun.scale.analysis import PointResult
+
+    verdict = judge(job.run_dir, job.log, code)
     return PointResult(
         point=point,
-        ok=bool(healthy),
-        run_dir=str(run_dir),
-        wall_sec=record.get("duration_sec"),
-        metrics=tuple(_metrics(run_dir)),
-        finding=finding,
+        ok=verdict.healthy,
+        run_dir=str(job.run_dir),
+        wall_sec=verdict.wall_sec,
+        metrics=tuple(metric_rows(job.run_dir)),
+        finding=verdict.finding,
     )
-
-
-def _finding(run_dir: Path, log: Path, code: int) -> str:
-    if code == -1:
-        return "timed out (--point-timeout)"
-    target = run_dir if run_dir.is_dir() else log
-    findings = _noderun_json(["explain", "--json", str(target)]).get("findings") or []
-    if findings:
-        first = findings[0]
-        evidence = (first.get("evidence") or {}).get("text", "").strip()
-        return f"{first['cause']}: {first['summary']}" + (f" ({evidence})" if evidence else "")
-    return f"exit {code}; not healthy (see `noderun verify {run_dir}`)"
-
-
-def _noderun_json(args: Sequence[str]) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "noderun", *args], capture_output=True, text=True, timeout=300
-    )
-    try:
-        data = json.loads(result.stdout)
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _metrics(run_dir: Path) -> list[dict[str, str]]:
-    try:
-        with (run_dir / "metrics.csv").open() as f:
-            return list(csv.DictReader(f))
-    except OSError:
-        return []
 
 
 class _Progress:

@@ -17,6 +17,7 @@ from noderun.run_record import FOLLOW_STOPPED, Follower, RunRecord
 from noderun.topology.contract import job_token
 from noderun.verbs.launch_json import JSON_OPTION
 from noderun.verbs.options import (
+    NOTIFY_OPTION,
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
@@ -104,6 +105,7 @@ OPTIONS = OptionTable(
             help="seconds for every node/rank to arrive before the job fails",
         ),
         *STALL_OPTIONS,
+        NOTIFY_OPTION,
         *SUBMIT_TORCHRUN_OPTIONS,
         PROFILE_OPTION,
         switch("--dry-run", help="print the script, submit nothing"),
@@ -167,7 +169,8 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
         python=sys.executable,
         stall=stall_policy(args),
         entry=flags.entry,
-        run_flags=tuple(flags.run_argv()),
+        # the job's own `noderun run` notifies: it sees the end, a preemption, a stall
+        run_flags=(*flags.run_argv(), *(f"--notify={t}" for t in args.notify)),
         gres=args.gres,
         exclusive=args.exclusive,
         constraint=args.constraint,
