@@ -209,3 +209,28 @@ def tiny_fs(tmp_path: Path):  # type: ignore[no-untyped-def]
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+CPU_LOG = os.environ.get("NODERUN_TEST_CPU_LOG")  # make test-cpu: where each test's CPU went
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """With NODERUN_TEST_CPU_LOG set, append each test's CPU seconds (this process and every
+    process it waited for: launchers, agents, ranks) and wall seconds to that file: the suite's
+    budget is CPU on 2 cores, which --durations (wall, inflated by the other lanes) hides."""
+    if not CPU_LOG:
+        yield
+        return
+    import resource
+
+    def cpu() -> float:
+        own, kids = (
+            resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start_cpu, start_wall = cpu(), time.monotonic()
+    yield
+    with open(CPU_LOG, "a") as log:
+        log.write(f"{cpu() - start_cpu:.1f}\t{time.monotonic() - start_wall:.1f}\t{item.nodeid}\n")

@@ -93,3 +93,13 @@ def test_a_requeue_does_not_hide_a_crash_after_the_restart(tmp_path: Path) -> No
     verdict = examine([log])
     assert verdict.failed and verdict.failures[0].cause == "rank-crashed"
     assert "ValueError" in verdict.failures[0].evidence.text
+
+
+def test_a_task_killed_past_the_requeues_grace_is_no_failure(tmp_path: Path) -> None:
+    """A rank slower than KillWait to end after the requeue's SIGTERM is SIGKILLed: srun says
+    'Killed' (seen on the lab under load: job 173 of test_preemption_slurm)."""
+    killed = "srun: error: node1: task 0: Terminated\nsrun: error: node2: task 1: Killed\n"
+    verdict = examine([_log(tmp_path, _REQUEUE + killed + _FINISHED)])
+    assert verdict.finished and not verdict.failed, verdict.failures
+    killed_alone = examine([_log(tmp_path, "srun: error: node2: task 1: Killed\n")])
+    assert killed_alone.failed and killed_alone.failures[0].cause == "rank-crashed"

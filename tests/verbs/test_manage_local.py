@@ -50,7 +50,7 @@ def _stop(*procs: subprocess.Popen[str]) -> None:
 def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "paced"
     command = [*TWO_NODES, "--run-dir", str(run_dir), PACED, "--resume", "auto"]
-    command += ["--max-steps", "100"]
+    command += ["--max-steps", "600"]  # 60 s at 0.1 s a step: cancelled long before its end
     proc = start_noderun(command, PACED_STEP_SEC="0.1")
     follow = None
     try:

@@ -488,12 +488,14 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
-    # srun's line for tasks ended by SIGTERM: a requeue of a preempted job cancels the step
-    # this way (the rank logs keep the line across the restart), as do scancel and time limits
+    # srun's line for tasks ended by SIGTERM, or by SIGKILL when they outlive the step's grace
+    # (KillWait): a requeue of a preempted job cancels the step this way (the job's output keeps
+    # the line across the restart), as do scancel and time limits
     Signature(
         "rank-crashed",
-        r"srun: error: .*tasks? [\d,\-]+: Terminated",
-        "srun reports ranks terminated (SIGTERM: scancel, a time limit, a preemption)",
+        r"srun: error: .*tasks? [\d,\-]+: (Terminated|Killed)",
+        "srun reports ranks terminated (SIGTERM, then SIGKILL past the grace: scancel, a time "
+        "limit, a preemption)",
         _CRASH_FIX,
         refuted_by="requeued",
         run_failed=True,

@@ -85,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
         graceful = _cancel_here(seen, graceful, args.grace)
     left = _leftovers(seen)
     final = _final_record(run_dir, graceful)
+    if final == "completed":  # it reached its end before the request was acted on
+        print(f"noderun: {run_dir} completed before the cancel took effect: nothing to continue")
+        return 1 if left else 0
     saved = _latest_checkpoint(run_dir) if graceful else None
     how = f"every rank saved a checkpoint ({saved})" if saved else "stopped at once"
     print(
