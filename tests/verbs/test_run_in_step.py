@@ -5,6 +5,7 @@ as SLURM 22.05 sets them on the lab, no lab needed."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from noderun.errors import UsageError
 from noderun.plan.slurm import LaunchMode
 from noderun.verbs import run_in_step
-from noderun.verbs.torchrun_flags import TorchrunFlags
+from noderun.verbs.torchrun_flags import TorchrunFlags, _endpoint
 
 STEP = {
     "SLURM_JOB_ID": "81",
@@ -115,3 +116,55 @@ def test_a_refusal_is_one_line_naming_the_task(
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "task 1 on node2 (step 81.0)" in err
     assert not (tmp_path / "runs").exists()  # nothing started, nothing written
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "words"),
+    [
+        (
+            "node3:29500",
+            r"--rdzv-endpoint node3:29500 \(10.0.0.3\) is not node 0 \(node1: 10.0.0.1",
+        ),
+        ("10.9.9.9:29500", r"--rdzv-endpoint 10.9.9.9:29500 \(10.9.9.9\) is not node 0"),
+        ("nowhere:29500", "nowhere does not resolve here"),
+    ],
+)
+def test_an_endpoint_on_no_node_of_the_step_is_refused_on_every_task(
+    script: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    endpoint: str,
+    words: str,
+) -> None:
+    """node3 is in the job but not in the step; node 0 of the step is node1 (by any name or
+    address: tests/verbs/test_rendezvous_endpoint.py)."""
+    import socket
+
+    from noderun.backends import addresses
+
+    known = {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
+
+    def resolve(name: str, *_: object) -> list[tuple[object, ...]]:
+        if name not in known:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (known[name], 0))]
+
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
+    flags = TorchrunFlags(endpoint=_endpoint(endpoint))
+    for node, host in enumerate(("node1", "node2")):
+        env = {
+            **STEP,
+            "SLURM_NODEID": str(node),
+            "SLURM_PROCID": str(node),
+            "SLURMD_NODENAME": host,
+        }
+        assert run_in_step.main(_args(script), flags, env) == 2
+        err = capfd.readouterr().err
+        assert err.count("\n") == 1 and f"task {node} on {host}" in err, err
+        assert re.search(words, err), err
+    assert not (script.parent / "runs").exists()  # nothing started, nothing written
+    flags = TorchrunFlags(endpoint=_endpoint("10.0.0.1:29511"))  # node 0 by address: joins
+    assert (
+        run_in_step.build(_args(script), flags, STEP, run_in_step.StepFacts(STEP)).master_port
+        == 29511
+    )
