@@ -42,3 +42,38 @@ def test_accelerate_on_cpu_without_its_variable_is_told(tmp_path: Path) -> None:
     assert "NOT distributed" in last and "ACCELERATE_USE_CPU=1" in last, done.stderr
     verdict = noderun(["verify", str(run_dir)], timeout=120)
     assert verdict.returncode == 1 and "one-group" in verdict.stdout
+
+
+# plain torch that does not distribute: no init_process_group at all, or a group of one each
+ALONE = {
+    "never-init": "import torch\nprint('trained alone', torch.ones(2).sum().item(), flush=True)\n",
+    "groups-of-one": (
+        "import os, sys\nimport torch.distributed as dist\n"
+        "dist.init_process_group('gloo', init_method='file://' + sys.argv[1] + os.environ['RANK'],"
+        " rank=0, world_size=1)\nprint('group of', dist.get_world_size(), flush=True)\n"
+        "dist.destroy_process_group()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [("never-init", "never called init_process_group"), ("groups-of-one", "group of one")],
+)
+def test_plain_torch_that_never_formed_one_group_is_told(
+    tmp_path: Path, name: str, what: str
+) -> None:
+    script = tmp_path / "alone.py"
+    script.write_text(ALONE[name])
+    run_dir = tmp_path / "run"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
+         str(script), str(tmp_path / "store")],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr  # the launcher keeps its exit code
+    last = done.stderr.strip().splitlines()[-1]
+    assert "NOT distributed: 2 ranks ran as 2 independent" in last and what in last, last
+    assert "call torch.distributed.init_process_group()" in last, last
+    verdict = noderun(["verify", str(run_dir)], timeout=120)
+    assert verdict.returncode == 1 and "one-group" in verdict.stdout, verdict.stdout
