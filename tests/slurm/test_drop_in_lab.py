@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, clean_env, noderun
-from tests.slurm.lab import WORKLOADS, read_json, require_lab, wait
+from tests.slurm.lab import WORKLOADS, job_id_of, read_json, require_lab, wait
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -184,3 +184,87 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
     assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout
     explained = noderun(["explain", job_id], timeout=120, cwd=ROOT)
     assert "rank 1 hit a bad batch" in explained.stdout, explained.stdout
+
+
+def _verify(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    return noderun(["verify", str(run_dir)], timeout=120)
+
+
+def _job_output(run_dir: Path, job_id: str) -> str:
+    return (run_dir / "logs" / f"slurm-{job_id}.out").read_text()
+
+
+@pytest.mark.timeout(900)  # eight small jobs, three at a time, and the shared lab's queue
+def test_users_scripts_submitted_in_both_modes(lab_dir: Path) -> None:
+    """`noderun submit` of every user-style script, torchrun mode and --mode srun, 2 nodes x 1
+    rank each (three such jobs fit the lab at once): the world, verify's verdict, and for a
+    failure the rank that raised — rank 1 in torchrun mode, rank 0 (the store's host) in srun
+    mode."""
+    srun = ["--mode", "srun"]
+    lt = ["--env", "LT_ACCELERATOR=cpu", "--env", "LT_DEVICES=1", "--env", "LT_NUM_NODES=2"]
+    jobs = {
+        "snapshot-torchrun-fail": [str(USERS / "multinode_snapshot.py"), "2", "--snapshot",
+                                   str(lab_dir / "s1.pt"), "--fail-rank", "1"],
+        "snapshot-srun-fail": [*srun, str(USERS / "multinode_snapshot.py"), "2", "--snapshot",
+                               str(lab_dir / "s2.pt"), "--fail-rank", "0"],
+        "fsdp-srun": [*srun, str(USERS / "fsdp2_dcp.py"), "--ckpt", str(lab_dir / "dcp")],
+        "accelerate-torchrun": ["--env", "ACCELERATE_USE_CPU=1",
+                                str(USERS / "accelerate_style.py")],
+        "accelerate-srun-alone": [*srun, str(USERS / "accelerate_style.py")],
+        "fabric-srun": [*srun, *lt, str(USERS / "fabric_lt.py")],
+        "fabric-torchrun-alone": [str(USERS / "fabric_lt.py")],
+        "lightning-torchrun": [str(USERS / "lightning_no_num_nodes.py"), "1"],
+    }  # fmt: skip
+    ids = {}
+    for name, args in jobs.items():
+        submitted = noderun(
+            ["submit", "--nodes", "2", "--time", "5", "--run-dir", str(lab_dir / name), *args],
+            cwd=lab_dir,
+        )
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        ids[name] = job_id_of(submitted.stdout)
+    states = {name: wait(job_id).state for name, job_id in ids.items()}
+    runs = {name: read_json(lab_dir / name / "run.json") for name in jobs}
+    out = {name: _job_output(lab_dir / name, ids[name]) for name in jobs}
+    for name, run in runs.items():
+        assert run["topology"]["world_size"] == 2 and len(set(run["hosts"])) == 2, (name, run)
+        assert run["mode"] == ("srun" if "srun" in name else "torchrun"), (name, run["mode"])
+    failed = {n for n in jobs if n.endswith("-fail")}
+    assert {n: s for n, s in states.items() if n not in failed} == dict.fromkeys(
+        set(jobs) - failed, "COMPLETED"
+    ), out
+
+    # a rank that raised, in each mode: run.json and verify name it
+    for name, rank in (("snapshot-torchrun-fail", 1), ("snapshot-srun-fail", 0)):
+        assert states[name] == "FAILED" and runs[name]["status"] == "failed", out[name]
+        assert runs[name]["failure"]["rank"] == rank, (name, runs[name]["failure"])
+        assert f"rank {rank} hit a bad batch" in runs[name]["failure"]["reason"], name
+        assert _world_lines(lab_dir / name, 2) == ["world 2 rank 0", "world 2 rank 1"], name
+        verdict = _verify(lab_dir / name)
+        assert verdict.returncode == 1 and f"rank {rank}" in verdict.stdout, verdict.stdout
+
+    # one world of 2, and verify says HEALTHY with the group it formed
+    said = {
+        "fsdp-srun": ("logs/rank0.log", "fsdp2 world 2 saved"),
+        "accelerate-torchrun": ("logs/rank1.log", "accelerate processes 2 index 1"),
+        "fabric-srun": ("logs/rank1.log", "fabric world 2 rank 1"),
+    }
+    for name, (log, words) in said.items():
+        assert words in (lab_dir / name / log).read_text(), (name, out[name])
+        verdict = _verify(lab_dir / name)
+        assert verdict.returncode == 0, (name, verdict.stdout)
+        assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 2", verdict.stdout)
+    assert (lab_dir / "dcp" / ".metadata").is_file()
+
+    # never one group: the job's last line and verify say so, with the framework's fix
+    fixes = {
+        "accelerate-srun-alone": "ACCELERATE_USE_CPU=1",
+        "fabric-torchrun-alone": "Fabric(num_nodes=2, devices=1)",
+        "lightning-torchrun": "Trainer(num_nodes=2, devices=1)",
+    }
+    for name, fix in fixes.items():
+        last = out[name].strip().splitlines()[-1]
+        assert "NOT distributed" in last and fix in last, (name, out[name][-3000:])
+        verdict = _verify(lab_dir / name)
+        assert verdict.returncode == 1, (name, verdict.stdout)
+        assert re.search(r"one-group\s+FAIL", verdict.stdout), (name, verdict.stdout)
