@@ -68,10 +68,12 @@ def test_only_inside_a_step_and_not_by_hand(script: Path) -> None:
 
 def test_every_node_plans_the_same_job(script: Path, tmp_path: Path) -> None:
     facts = run_in_step.StepFacts(STEP)
-    step = run_in_step.build(_args(script), TorchrunFlags(), STEP, facts)
+    args = _args(script, env=[("K", "v w")])
+    step = run_in_step.build(args, TorchrunFlags(), STEP, facts)
     node0 = {**STEP, "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURMD_NODENAME": "node1"}
-    other = run_in_step.build(_args(script), TorchrunFlags(), node0, run_in_step.StepFacts(node0))
+    other = run_in_step.build(args, TorchrunFlags(), node0, run_in_step.StepFacts(node0))
     assert step == other
+    assert ("K", "v w") in step.env  # --env: in the node entry's environment, so every rank's
     assert (step.nnodes, step.nproc_per_node, step.hosts) == (2, 2, ("node1", "node2"))
     assert step.mode is LaunchMode.TORCHRUN
     assert step.run_dir == (tmp_path / "runs" / "train-81.0").resolve()
