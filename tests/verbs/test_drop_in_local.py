@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import noderun
+from tests.conftest import noderun, start_noderun
 
 pytestmark = pytest.mark.slow
 
@@ -77,3 +77,28 @@ def test_plain_torch_that_never_formed_one_group_is_told(
     assert "call torch.distributed.init_process_group()" in last, last
     verdict = noderun(["verify", str(run_dir)], timeout=120)
     assert verdict.returncode == 1 and "one-group" in verdict.stdout, verdict.stdout
+
+
+def test_fsdp2_and_fabric_under_noderun_run(tmp_path: Path) -> None:
+    """Two user-style scripts at once, 2 simulated nodes x 1 rank each: FSDP2 saving with
+    DCP, Fabric given its LT_* variables by --env (Lightning without num_nodes: on the lab,
+    tests/slurm/test_drop_in_lab.py, where it runs every way)."""
+    lt = ["--env", "LT_ACCELERATOR=cpu", "--env", "LT_DEVICES=1", "--env", "LT_NUM_NODES=2"]
+    runs = {
+        "fsdp": [str(USERS / "fsdp2_dcp.py"), "--ckpt", str(tmp_path / "dcp")],
+        "fabric": [*lt, str(USERS / "fabric_lt.py")],
+    }
+    one = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
+    started = {
+        name: start_noderun([*one, "--run-dir", str(tmp_path / name), *args])
+        for name, args in runs.items()
+    }
+    said = {name: p.communicate(timeout=300)[0] for name, p in started.items()}
+    assert {n: p.returncode for n, p in started.items()} == dict.fromkeys(runs, 0), said
+    verdicts = {name: noderun(["verify", str(tmp_path / name)], timeout=120) for name in runs}
+
+    assert "fsdp2 world 2 saved" in said["fsdp"] and (tmp_path / "dcp" / ".metadata").is_file()
+    assert "fabric world 2 rank 1" in said["fabric"]
+    for name in runs:
+        assert verdicts[name].returncode == 0, verdicts[name].stdout
+        assert "the ranks formed a group of 2" in verdicts[name].stdout
