@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-from noderun.verbs import run_slurm, run_ssh
+from noderun.verbs import run_in_step, run_slurm, run_ssh
 from noderun.verbs.options import refuse_unless_applies
 
 LOCAL, SSH, BY_HAND, SLURM = "local", "ssh", "by hand", "slurm"
@@ -25,7 +25,7 @@ _WHERE = {
     LOCAL: "on simulated nodes of this machine",
     SSH: "over ssh (--hosts/--hostfile)",
     BY_HAND: "on nodes started by hand (--node-rank/--master-addr)",
-    SLURM: "inside a SLURM allocation",
+    SLURM: "inside a SLURM allocation or srun step",
 }
 _HINTS = {
     "mode": "drop it (it chooses how ranks start inside sbatch/salloc), or use "
@@ -41,7 +41,8 @@ def way(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     """How ``run`` launches, in the order ``run.main`` decides it."""
     if run_ssh.wanted(args):
         return SSH
-    if run_slurm.inside_allocation(environ):
+    # `srun noderun run` (one node or one rank of the step's job) reads the SLURM options too
+    if run_slurm.inside_allocation(environ) or run_in_step.wanted(args, environ):
         return SLURM
     if getattr(args, "node_rank", None) is not None or getattr(args, "master_addr", None):
         return BY_HAND
