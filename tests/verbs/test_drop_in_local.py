@@ -56,27 +56,25 @@ ALONE = {
 }
 
 
-@pytest.mark.parametrize(
-    ("name", "what"),
-    [("never-init", "never called init_process_group"), ("groups-of-one", "group of one")],
-)
-def test_plain_torch_that_never_formed_one_group_is_told(
-    tmp_path: Path, name: str, what: str
-) -> None:
-    script = tmp_path / "alone.py"
-    script.write_text(ALONE[name])
-    run_dir = tmp_path / "run"
-    done = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
-         str(script), str(tmp_path / "store")],
-        timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr  # the launcher keeps its exit code
-    last = done.stderr.strip().splitlines()[-1]
-    assert "NOT distributed: 2 ranks ran as 2 independent" in last and what in last, last
-    assert "call torch.distributed.init_process_group()" in last, last
-    verdict = noderun(["verify", str(run_dir)], timeout=120)
-    assert verdict.returncode == 1 and "one-group" in verdict.stdout, verdict.stdout
+def test_plain_torch_that_never_formed_one_group_is_told(tmp_path: Path) -> None:
+    """Both scripts at once, 2 simulated nodes x 1 rank each."""
+    started = {}
+    for name, body in ALONE.items():
+        (tmp_path / f"{name}.py").write_text(body)
+        started[name] = start_noderun(
+            ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(tmp_path / name),
+             str(tmp_path / f"{name}.py"), str(tmp_path / "store")]
+        )  # fmt: skip
+    said = {name: p.communicate(timeout=300)[0] for name, p in started.items()}
+    # the launcher keeps its exit code
+    assert {n: p.returncode for n, p in started.items()} == dict.fromkeys(ALONE, 0), said
+    whats = {"never-init": "never called init_process_group", "groups-of-one": "group of one"}
+    for name, what in whats.items():
+        last = said[name].strip().splitlines()[-1]
+        assert "NOT distributed: 2 ranks ran as 2 independent" in last and what in last, last
+        assert "call torch.distributed.init_process_group()" in last, last
+        verdict = noderun(["verify", str(tmp_path / name)], timeout=120)
+        assert verdict.returncode == 1 and "one-group" in verdict.stdout, verdict.stdout
 
 
 def test_fsdp2_and_fabric_under_noderun_run(tmp_path: Path) -> None:
