@@ -5,11 +5,14 @@ as SLURM 22.05 sets them on the lab, no lab needed."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
+import socket
 from pathlib import Path
 
 import pytest
 
+from noderun.backends import addresses
 from noderun.errors import UsageError
 from noderun.plan.slurm import LaunchMode
 from noderun.verbs import run_in_step
@@ -57,11 +60,12 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_only_inside_a_step_and_not_by_hand(script: Path) -> None:
+def test_only_inside_a_step_and_not_over_ssh(script: Path) -> None:
     assert run_in_step.wanted(_args(script), STEP)
     batch = {k: v for k, v in STEP.items() if k != "SLURM_STEP_ID"}
     assert not run_in_step.wanted(_args(script), batch)  # the batch script: run_slurm
-    assert not run_in_step.wanted(_args(script, node_rank=0), STEP)
+    # torchrun's static form in the step (--node-rank $SLURM_NODEID): the same one job
+    assert run_in_step.wanted(_args(script, node_rank=1, master_addr="node1"), STEP)
     assert not run_in_step.wanted(_args(script, hosts=["a", "b"]), STEP)
     assert not run_in_step.wanted(_args(script), {})
 
@@ -120,6 +124,19 @@ def test_a_refusal_is_one_line_naming_the_task(
     assert not (tmp_path / "runs").exists()  # nothing started, nothing written
 
 
+@pytest.fixture
+def lab_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resolver that knows the three nodes, and no other name."""
+    known = {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
+
+    def resolve(name: str, *_: object) -> list[tuple[object, ...]]:
+        if name not in known:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (known[name], 0))]
+
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
+
+
 @pytest.mark.parametrize(
     ("endpoint", "words"),
     [
@@ -132,26 +149,10 @@ def test_a_refusal_is_one_line_naming_the_task(
     ],
 )
 def test_an_endpoint_on_no_node_of_the_step_is_refused_on_every_task(
-    script: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
-    endpoint: str,
-    words: str,
+    script: Path, lab_names: None, capfd: pytest.CaptureFixture[str], endpoint: str, words: str
 ) -> None:
     """node3 is in the job but not in the step; node 0 of the step is node1 (by any name or
     address: tests/verbs/test_rendezvous_endpoint.py)."""
-    import socket
-
-    from noderun.backends import addresses
-
-    known = {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
-
-    def resolve(name: str, *_: object) -> list[tuple[object, ...]]:
-        if name not in known:
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (known[name], 0))]
-
-    monkeypatch.setattr(addresses.socket, "getaddrinfo", resolve)
     flags = TorchrunFlags(endpoint=_endpoint(endpoint))
     for node, host in enumerate(("node1", "node2")):
         env = {
@@ -170,3 +171,30 @@ def test_an_endpoint_on_no_node_of_the_step_is_refused_on_every_task(
         run_in_step.build(_args(script), flags, STEP, run_in_step.StepFacts(STEP)).master_port
         == 29511
     )
+
+
+def test_torchruns_static_form_is_this_node_of_the_one_job(script: Path, lab_names: None) -> None:
+    """`srun bash -c 'noderun run --nnodes 2 --node-rank $SLURM_NODEID --master-addr node1
+    --master-port P …'`, as with torchrun: the step's own plan, on P."""
+    static = {"nnodes": 2, "node_rank": 1, "master_addr": "10.0.0.1", "master_port": 29533}
+    step = run_in_step.build(
+        _args(script, **static), TorchrunFlags(), STEP, run_in_step.StepFacts(STEP)
+    )
+    plain = run_in_step.build(_args(script), TorchrunFlags(), STEP, run_in_step.StepFacts(STEP))
+    assert step == dataclasses.replace(plain, master_port=29533)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"node_rank": 0}, r"--node-rank 0, but this task runs on node 1 of the srun step"),
+        ({"node_rank": 1, "master_addr": "node2"}, r"--master-addr node2 \(10.0.0.2\) is not"),
+    ],
+)  # fmt: skip
+def test_a_static_form_that_is_not_this_step_is_refused(
+    script: Path, lab_names: None, options: dict[str, object], words: str
+) -> None:
+    with pytest.raises(UsageError, match=words):
+        run_in_step.build(
+            _args(script, **options), TorchrunFlags(), STEP, run_in_step.StepFacts(STEP)
+        )
