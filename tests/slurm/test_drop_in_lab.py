@@ -73,7 +73,7 @@ def _world_lines(run_dir: Path, world: int) -> list[str]:
     return sorted(lines)
 
 
-@pytest.mark.timeout(900)  # eighteen steps, and the shared lab's queue before them
+@pytest.mark.timeout(900)  # nineteen steps, and the shared lab's queue before them
 def test_users_batch_script_with_srun_noderun_run(
     lab_dir: Path, torchrun_gives: dict[int, dict[str, Any]]
 ) -> None:
@@ -92,6 +92,9 @@ head_node_ip=$(getent hosts ${nodes[0]} | awk '{print $1; exit}')  # node 0's ad
 srun $NR run --nproc-per-node 2 --rdzv_id $RANDOM --rdzv_backend c10d \\
     --rdzv_endpoint $head_node_ip:$PORT --run-dir in-step $W/multinode_snapshot.py 2 \\
     --snapshot snap1.pt; echo "STEP in-step rc=$?"
+srun bash -c 'exec "$0" run --nnodes 2 --nproc-per-node 2 --node-rank $SLURM_NODEID \\
+    --master-addr "$2" --master-port "$3" --run-dir static "$1"/multinode_snapshot.py 1 \\
+    --snapshot snap6.pt' $NR $W ${nodes[0]} $((PORT + 1)); echo "STEP static rc=$?"
 $NR run --nproc-per-node 2 --run-dir batch $W/multinode_snapshot.py 2 --snapshot snap2.pt
 echo "STEP batch rc=$?"
 srun $NR run --nproc-per-node 2 --run-dir fail $W/multinode_snapshot.py 2 --snapshot snap3.pt \\
@@ -117,7 +120,7 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
 """
     job_id, output = _sbatch(tmp_path, body)
     rc = dict(STEP_RC.findall(output))
-    assert len(rc) == 18, output
+    assert len(rc) == 19, output
 
     # two agents per node: every task says so in one line, exit 2, nothing started
     assert rc["bad-agents"] == "2", output
@@ -165,6 +168,13 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
         assert verdict.returncode == 0, verdict.stdout
         assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 4", verdict.stdout)
     assert (tmp_path / "snap1.pt").is_file() and (tmp_path / "snap2.pt").is_file()
+    # torchrun's static form under srun (--node-rank $SLURM_NODEID --master-addr NODE0): the
+    # same one job, on the port given
+    static = read_json(tmp_path / "static/run.json")
+    assert rc["static"] == "0" and static["status"] == "completed", output
+    assert static["hosts"] == in_step["hosts"] and static["launch"] == "srun noderun run"
+    assert static["topology"]["master_port"] == 20001 + int(job_id) % 20000
+    assert _world_lines(tmp_path / "static", 4) == [f"world 4 rank {r}" for r in range(4)]
 
     # every rank of srun noderun run sees what torchrun gives its workers, and --env
     assert rc["env-step"] == "0", output
