@@ -160,6 +160,39 @@ def test_run_refuses_an_option_of_another_way(
     assert message in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["--mode", "srun"], "--mode=srun"),
+        (["--mode", "torchrun"], "--mode=torchrun"),
+        (["--join-timeout", "5"], "--join-timeout=5"),
+        # torchrun's static form: this node of the step's one job, on the port given
+        (["--node-rank", "0", "--master-addr", "node1", "--master-port", "29533"],
+         "--master-port=29533"),
+    ],
+)  # fmt: skip
+def test_run_inside_an_srun_step_takes_the_slurm_options(
+    argv: list[str],
+    shown: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`srun --ntasks-per-node=2 noderun run --mode srun …`: each task one rank of one job (the
+    way of launching was read as simulated nodes there, and --mode refused on every task);
+    `--node-rank/--master-addr` there are torchrun's static form, not a node started by hand."""
+    monkeypatch.chdir(tmp_path)
+    step = {"SLURM_JOB_ID": "81", "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "node1",
+            "SLURM_JOB_NODELIST": "node1", "SLURM_STEP_NUM_NODES": "1",
+            "SLURM_STEP_TASKS_PER_NODE": "1", "SLURM_NODEID": "0", "SLURM_PROCID": "0",
+            "SLURMD_NODENAME": "node1", "SLURM_JOB_CPUS_PER_NODE": "2"}  # fmt: skip
+    for name, value in step.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["run", "--dry-run", *argv, PLAIN]) == 0, capsys.readouterr().err
+    node_argv = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "-m noderun.node" in node_argv and shown in node_argv, node_argv
+
+
 def test_run_does_not_refuse_a_variable_shared_by_every_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -47,15 +47,11 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def wanted(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
-    """``noderun run`` started by srun inside a job, not over SSH nor by hand (--node-rank)."""
-    by_hand = getattr(args, "node_rank", None) is not None or getattr(args, "master_addr", None)
+    """``noderun run`` started by srun inside a job, not over SSH. torchrun's static form
+    (``--node-rank $SLURM_NODEID --master-addr NODE0``) is the same one job: preflight checks
+    that the rank and address are this task's node and node 0."""
     over_ssh = bool(getattr(args, "hosts", None))
-    return (
-        in_slurm_step(environ)
-        and bool(environ.get("SLURM_JOB_ID"))
-        and not by_hand
-        and (not over_ssh)
-    )
+    return in_slurm_step(environ) and bool(environ.get("SLURM_JOB_ID")) and not over_ssh
 
 
 def _int(environ: Mapping[str, str], name: str, default: int = 0) -> int:
@@ -109,6 +105,13 @@ def preflight(args: argparse.Namespace, flags: TorchrunFlags, facts: StepFacts) 
             f"--mode srun with --nproc-per-node {nproc}, but srun started {here} task(s) per "
             "node: in srun mode every task is one rank",
             f"srun --ntasks-per-node={nproc} noderun run --mode srun …, or drop --nproc-per-node",
+        )
+    node_rank = getattr(args, "node_rank", None)
+    if node_rank is not None and node_rank != facts.node:
+        raise UsageError(
+            f"--node-rank {node_rank}, but this task runs on node {facts.node} of the srun step",
+            "pass --node-rank $SLURM_NODEID (srun bash -c '…'), or drop it: srun noderun run "
+            "numbers the nodes itself",
         )
     if args.nnodes is not None and args.nnodes != facts.nnodes:
         raise UsageError(
