@@ -14,6 +14,9 @@ SITE ?= site
 # the fast lane (pure and unit tests) runs on every core; the lanes below run side by side
 UNIT := not slow and not slurm and not ssh and not soak
 XDIST ?= -n auto
+# the local and Slurm lanes: two workers each, a test file per worker at a time (its fixtures
+# stay in one process); on 2 cores the three lanes side by side keep both busy
+LANE_XDIST ?= -n 2 --dist loadfile
 # make test-torch-matrix: the fast lane against the other torch of the package index
 TORCH_OTHER ?= 2.14.1
 MATRIX_VENV ?= .venv-torch$(TORCH_OTHER)
@@ -88,10 +91,10 @@ test-lanes:
 	@$(call TIMED,$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh)
 
 lane-local:
-	@$(call TIMED,$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15)
+	@$(call TIMED,$(PYTEST) $(LANE_XDIST) -m "slow and not slurm and not ssh and not soak" --durations=15)
 
 lane-slurm:
-	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=15)
+	@$(call TIMED,$(PYTEST) $(LANE_XDIST) -m "slurm and not soak" --durations=15)
 
 lane-ssh:
 	@$(call TIMED,$(PYTEST) -m "ssh and not soak" --durations=10)
