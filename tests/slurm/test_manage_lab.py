@@ -35,7 +35,7 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     require_lab()
     run_dir = tmp_path / "runs" / "paced"
     command = [*SUBMIT, "--run-dir", str(run_dir), PACED, "--resume", "auto"]
-    command += ["--max-steps", "150"]
+    command += ["--max-steps", "600"]  # 60 s at 0.1 s a step: cancelled long before its end
     submitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")  # sbatch exports it
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     job = job_id_of(submitted.stdout)
