@@ -40,6 +40,21 @@ def _wait_quietly(gate: NodeGate) -> None:
         gate.wait()
 
 
+def _serving(server: NodeGate) -> tuple[threading.Thread, list[BaseException]]:
+    """Node 0's gate waiting in a thread; what it raised lands in the list."""
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.wait()
+        except Exception as err:
+            errors.append(err)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread, errors
+
+
 def _send(port: int, data: bytes, close: bool = True) -> socket.socket:
     conn = socket.create_connection(("127.0.0.1", port), timeout=5)
     if data:
@@ -80,16 +95,7 @@ def test_a_participant_with_another_token_never_gets_in() -> None:
     log: list[str] = []
     server = _gate(0, port, TOKEN, log)
     server.join_timeout = 3
-    errors: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            server.wait()
-        except Exception as err:
-            errors.append(err)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    thread, errors = _serving(server)
     time.sleep(0.2)
     other = _gate(1, port, "another-job")
     other.join_timeout = 2
@@ -121,16 +127,7 @@ def test_a_hand_started_node_without_node_0s_token_is_told_at_once_which_variabl
     log: list[str] = []
     server = _gate(0, port, TOKEN, log)
     server.join_timeout, server.by_hand = 1.2, True
-    errors: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            server.wait()
-        except Exception as err:
-            errors.append(err)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
+    thread, errors = _serving(server)
     for token in ("", "another"):
         node = _gate(1, port, token)
         node.by_hand = True
