@@ -118,8 +118,51 @@ def test_rank_rows_and_rates() -> None:
     assert run_view.rank_host(0, ["h0", "h1"], ["n1"], 1) == "h0"
     assert list(run_view.node_ranks(1, 4)) == [4, 5, 6, 7]
     rank = run_view.RankLine(1, "n2", 12, 2.5, 3.0, True)
-    assert rank.row() == ("1", "n2", "12", "2.50", "3s ago", "STALLED")
-    assert rank.to_json()["progress_per_sec"] == 2.5
+    assert rank.row() == ("1", "n2", "-", "-", "12", "2.50", "3s ago", "STALLED")
+    assert rank.to_json()["progress_per_sec"] == 2.5 and rank.to_json()["step"] is None
+    looped = run_view.RankLine(0, "n1", 30, 3.0, 1.0, False, step=412, epoch=2, steps_per_sec=7.5)
+    assert looped.row()[2:4] == ("412 (epoch 2)", "7.50")
+    assert looped.to_json() | {"step": 412, "epoch": 2, "steps_per_sec": 7.5} == looped.to_json()
+    assert len(looped.row()) == len(run_view.RANK_COLUMNS)
+
+
+def test_a_ranks_training_position_is_read_from_its_progress_file(tmp_path: Path) -> None:
+    """What the rank's heartbeat writes (TrainingLoop's step and epoch, the attempt's first
+    step and time) is what status reads; the stall watch's counter stays the first 8 bytes."""
+    from noderun.runtime import heartbeat
+    from noderun.stacks.files import progress_file, read_position, read_progress
+
+    run_dir = tmp_path / "run"
+    heartbeat._counter = None
+    try:
+        heartbeat.install(0, {"NODERUN__RUN_DIR": str(run_dir)})
+        path = progress_file(run_dir, 0)
+        assert read_position(path) is None  # no step yet
+        heartbeat.beat()
+        heartbeat.position(41, 3)
+        assert read_position(path) == files_position(41, 3, None)
+        time.sleep(0.05)
+        heartbeat.beat()
+        heartbeat.position(46, 3)
+        seen = read_position(path)
+        assert seen is not None and (seen.step, seen.epoch) == (46, 3)
+        assert seen.steps_per_sec is not None and 0 < seen.steps_per_sec < 5 / 0.05
+        heartbeat.position(47)  # step mode: no epoch
+        assert read_position(path).epoch is None  # type: ignore[union-attr]
+        assert read_progress(path) == 2
+    finally:
+        import faulthandler
+
+        faulthandler.unregister(heartbeat.STACK_SIGNAL)
+        if heartbeat._stack_file is not None:
+            heartbeat._stack_file.close()
+        heartbeat._counter, heartbeat._stack_file = None, None
+
+
+def files_position(step: int, epoch: int | None, rate: float | None) -> object:
+    from noderun.stacks.files import Position
+
+    return Position(step, epoch, rate)
 
 
 def test_a_cancel_request_turns_any_unfinished_end_into_cancelled(tmp_path: Path) -> None:

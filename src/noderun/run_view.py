@@ -243,11 +243,21 @@ class RankLine:
     per_sec: float | None
     last_line_age: float | None  # seconds since its log last grew (None: no log yet)
     stalled: bool
+    # TrainingLoop's global step (and epoch; None in step mode) and the rank's own steps per
+    # second over this attempt; None: no TrainingLoop step yet, or a script without one
+    step: int | None = None
+    epoch: int | None = None
+    steps_per_sec: float | None = None
 
     def row(self) -> tuple[str, ...]:
+        where = "-" if self.step is None else str(self.step)
+        if self.epoch is not None:
+            where += f" (epoch {self.epoch})"
         return (
             str(self.rank),
             self.host or "-",
+            where,
+            "-" if self.steps_per_sec is None else f"{self.steps_per_sec:.2f}",
             "-" if self.progress is None else str(self.progress),
             "-" if self.per_sec is None else f"{self.per_sec:.2f}",
             duration_text(self.last_line_age) + (" ago" if self.last_line_age is not None else ""),
@@ -260,6 +270,9 @@ class RankLine:
         return {
             "rank": self.rank,
             "host": self.host,
+            "step": self.step,
+            "epoch": self.epoch,
+            "steps_per_sec": None if self.steps_per_sec is None else round(self.steps_per_sec, 3),
             "progress": self.progress,
             "progress_per_sec": rate,
             "last_line_age_sec": age,
@@ -267,7 +280,16 @@ class RankLine:
         }
 
 
-RANK_COLUMNS = ("rank", "host", "progress", "progress/s", "last line", "stalled")
+RANK_COLUMNS = (
+    "rank",
+    "host",
+    "step",
+    "steps/s",
+    "progress",
+    "progress/s",
+    "last line",
+    "stalled",
+)
 
 
 def rank_rate(step: int | None, since: float | None, at: float) -> float | None:

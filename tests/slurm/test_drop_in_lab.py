@@ -301,7 +301,10 @@ def test_users_scripts_submitted_in_both_modes(lab_dir: Path) -> None:
                                    str(lab_dir / "s1.pt"), "--fail-rank", "1"],
         "snapshot-srun-fail": [*srun, str(USERS / "multinode_snapshot.py"), "2", "--snapshot",
                                str(lab_dir / "s2.pt"), "--fail-rank", "0"],
+        "snapshot-srun": [*srun, str(USERS / "multinode_snapshot.py"), "2", "--snapshot",
+                          str(lab_dir / "s3.pt")],
         "fsdp-srun": [*srun, str(USERS / "fsdp2_dcp.py"), "--ckpt", str(lab_dir / "dcp")],
+        "fsdp-torchrun": [str(USERS / "fsdp2_dcp.py"), "--ckpt", str(lab_dir / "dcp2")],
         "accelerate-torchrun": ["--env", "ACCELERATE_USE_CPU=1",
                                 str(USERS / "accelerate_style.py")],
         "accelerate-srun-alone": [*srun, str(USERS / "accelerate_style.py")],
@@ -340,7 +343,9 @@ def test_users_scripts_submitted_in_both_modes(lab_dir: Path) -> None:
 
     # one world of 2, and verify says HEALTHY with the group it formed
     said = {
+        "snapshot-srun": ("logs/rank1.log", "world 2 rank 1"),
         "fsdp-srun": ("logs/rank0.log", "fsdp2 world 2 saved"),
+        "fsdp-torchrun": ("logs/rank0.log", "fsdp2 world 2 saved"),
         "accelerate-torchrun": ("logs/rank1.log", "accelerate processes 2 index 1"),
         "fabric-srun": ("logs/rank1.log", "fabric world 2 rank 1"),
     }
@@ -349,7 +354,8 @@ def test_users_scripts_submitted_in_both_modes(lab_dir: Path) -> None:
         verdict = _verify(lab_dir / name)
         assert verdict.returncode == 0, (name, verdict.stdout)
         assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 2", verdict.stdout)
-    assert (lab_dir / "dcp" / ".metadata").is_file()
+    assert (lab_dir / "dcp" / ".metadata").is_file() and (lab_dir / "dcp2" / ".metadata").is_file()
+    assert (lab_dir / "s3.pt").is_file()
 
     # never one group: the job's last line and verify say so, with the framework's fix
     fixes = {

@@ -77,3 +77,33 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     assert record["status"] == "completed", record
     assert "cancelled" in [a["status"] for a in record["attempts"]], record["attempts"]
     assert "noderun: resumed from" in _text(run_dir / "logs" / "rank0.log")
+
+
+def test_a_torchrun_mode_job_cancelled_at_once_ends_cancelled_with_nothing_left(
+    tmp_path: Path,
+) -> None:
+    """`cancel --now JOB` of a torchrun-mode job: scancel at once, no checkpoint asked for; the
+    job ends CANCELLED, run.json `cancelled` (written by cancel when SLURM killed the launcher
+    first), and a second cancel is refused in one line."""
+    require_lab()
+    run_dir = tmp_path / "runs" / "paced-now"
+    command = ["submit", "--nodes", "2", "--nproc-per-node", "1", "--time", "10"]
+    command += ["--run-dir", str(run_dir), PACED, "--max-steps", "600"]
+    submitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    job = job_id_of(submitted.stdout)
+    try:
+        rank1 = run_dir / "logs" / "rank1.log"
+        assert wait_until(lambda: "rank 1 step 2\n" in _text(rank1), 240), job
+        cancelled = noderun(["cancel", "--now", job], timeout=120)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "stopped at once" in cancelled.stdout, cancelled.stdout
+        final = wait_for_job(job, poll=0.5, max_poll=0.5)
+    finally:
+        subprocess.run(["scancel", job], capture_output=True, check=False)
+    assert final.final and final.state == "CANCELLED", final
+    record = read_json(run_dir / "run.json")
+    assert record["status"] == "cancelled" and record["mode"] == "torchrun", record
+    assert "rank 1 step 600" not in _text(rank1)  # stopped, not finished
+    again = noderun(["cancel", "--now", job])
+    assert again.returncode == 2 and "already ended (cancelled)" in again.stderr, again.stderr

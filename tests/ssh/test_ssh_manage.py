@@ -51,3 +51,30 @@ def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> N
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "cancelled" and record["backend"] == "ssh", record
     assert not processes_of_run(run_dir, PACED), "a rank outlived the cancel on a host"
+
+
+def test_cancel_now_over_ssh_stops_every_host_at_once(ssh_lab: SshLab, tmp_path: Path) -> None:
+    """`cancel --now`: the launcher tears the gang down on both hosts without a checkpoint."""
+    run_dir = tmp_path / "run"
+    command = [
+        "run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
+        "--run-dir", str(run_dir), "--env", "PACED_STEP_SEC=0.1", PACED, "--max-steps", "600",
+    ]  # fmt: skip
+    proc = start_noderun(command)
+    try:
+        rank1 = run_dir / "logs" / "rank1.log"
+        assert wait_until(lambda: "rank 1 step 2\n" in _text(rank1), 180), proc.stdout
+        cancelled = noderun(["cancel", "--now", str(run_dir)], timeout=120)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "stopped at once" in cancelled.stdout, cancelled.stdout
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, output[-2000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "cancelled" and record["backend"] == "ssh", record
+    assert not list(run_dir.glob("checkpoints/step-*")), "--now asked for no checkpoint"
+    assert "rank 1 step 600" not in _text(rank1)
+    assert not processes_of_run(run_dir, PACED), "a rank outlived the cancel on a host"

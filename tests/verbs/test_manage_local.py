@@ -82,6 +82,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         assert seen["status"] == "running" and seen["nodes"] == 2, seen
         assert [r["rank"] for r in seen["ranks"]] == [0, 1]
         assert all(r["progress"] and r["last_line_age_sec"] is not None for r in seen["ranks"])
+        assert all(r["step"] >= 3 and r["epoch"] is None for r in seen["ranks"]), seen  # step mode
 
         cancelled = noderun(["cancel", str(run_dir)], timeout=180)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr

@@ -173,6 +173,7 @@ class TrainingLoop:
             self.step = step
             yield batch
             self.global_step += 1
+            heartbeat.position(self.global_step, epoch)
             here = Position(epoch - 1, step, self.global_step)
             if self.preemption.should_stop():
                 self.preemption.exit(self.checkpointer.save(here, self._partial(), wait=True))
@@ -231,6 +232,7 @@ class TrainingLoop:
         self._step_done = True
         self.global_step += 1
         n = self.global_step
+        heartbeat.position(n)
         self._samples += samples
         for name, value in values.items():
             self._sums[name] = self._sums.get(name, 0.0) + float(value)

@@ -13,7 +13,7 @@ from typing import Any
 from noderun import run_view, rundir
 from noderun.errors import UsageError
 from noderun.run_record import RunRecord
-from noderun.stacks.files import progress_file, read_progress
+from noderun.stacks.files import progress_file, read_position, read_progress
 
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 
@@ -152,6 +152,7 @@ class Observed:
         lines = []
         for rank in range(self.world_size):
             step = read_progress(progress_file(self.run_dir, rank))
+            position = read_position(progress_file(self.run_dir, rank))
             seen = _mtime(logs[rank]) if rank in logs else None
             if steps is not None:
                 rate = run_view.rate_between(steps.get(rank), (self.at, step))
@@ -162,6 +163,9 @@ class Observed:
                     rank=rank,
                     host=run_view.rank_host(rank, self.rank_hosts, hosts, self.nproc_per_node),
                     progress=step,
+                    step=None if position is None else position.step,
+                    epoch=None if position is None else position.epoch,
+                    steps_per_sec=None if position is None else position.steps_per_sec,
                     per_sec=rate,
                     last_line_age=None if seen is None else max(self.at - seen, 0.0),
                     stalled=live

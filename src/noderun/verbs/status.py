@@ -38,10 +38,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         sub,
         OPTIONS,
         main,
-        help="show a run's status and each rank's progress, rate and last line",
+        help="show a run's status and each rank's step, rate and last line",
         description="Show a run (or the run of a SLURM job id): its status, backend, shape, "
         "SLURM state, elapsed time and nodes, the last row of metrics.csv (its last step or "
-        "epoch), and for each rank its host, the progress noderun's runtime counted (steps, "
+        "epoch), and for each rank its host, the step (and epoch) its TrainingLoop finished "
+        "last and its steps per second, the progress noderun's runtime counted (steps, "
         "collectives: what the stall watch reads) and its rate, the age of its last log line "
         "and whether it stalled. --watch redraws it every second until the run "
         "ends (Ctrl-C leaves; the run goes on).",
