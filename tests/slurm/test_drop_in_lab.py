@@ -274,7 +274,10 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
     assert "judged_from=SLURM (no noderun run directory)" in verdict.stdout, verdict.stdout
     assert f"run `noderun explain {job_id}`" in verdict.stdout
     assert re.search(r"job-state\s+FAIL\s+job \d+ ended FAILED", verdict.stdout), verdict.stdout
-    assert re.search(r"steps\s+FAIL\s+step \d+\.0 FAILED", verdict.stdout), verdict.stdout
+    # srun ends the step FAILED, or CANCELLED when it kills the other task first (exit 0:6 seen)
+    assert re.search(r"steps\s+FAIL\s+step \d+\.0 (FAILED|CANCELLED)", verdict.stdout), (
+        verdict.stdout
+    )
     assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout
     explained = noderun(["explain", job_id], timeout=120, cwd=ROOT)
     assert "rank 1 hit a bad batch" in explained.stdout, explained.stdout
