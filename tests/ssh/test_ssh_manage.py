@@ -24,14 +24,19 @@ def _text(path: Path) -> str:
         return ""
 
 
-def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    command = [
+def _paced_on_both_hosts(ssh_lab: SshLab, run_dir: Path, *script_args: str) -> list[str]:
+    """`noderun run` of the paced trainer on both lab hosts, 0.1 s a step, 600 steps (60 s:
+    cancelled long before its end)."""
+    return [
         "run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
         "--run-dir", str(run_dir), "--env", "PACED_STEP_SEC=0.1",
-        PACED, "--resume", "auto", "--max-steps", "200",
+        PACED, *script_args, "--max-steps", "600",
     ]  # fmt: skip
-    proc = start_noderun(command)
+
+
+def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = start_noderun(_paced_on_both_hosts(ssh_lab, run_dir, "--resume", "auto"))
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 180), proc.stdout
@@ -57,11 +62,7 @@ def test_cancel_now_over_ssh_stops_every_host_at_once(ssh_lab: SshLab, tmp_path:
     """`cancel --now`: the launcher tears the gang down on both hosts at once (no SIGUSR1 is
     sent; the runtime still commits its newest checkpoint on the SIGTERM of the teardown)."""
     run_dir = tmp_path / "run"
-    command = [
-        "run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
-        "--run-dir", str(run_dir), "--env", "PACED_STEP_SEC=0.1", PACED, "--max-steps", "600",
-    ]  # fmt: skip
-    proc = start_noderun(command)
+    proc = start_noderun(_paced_on_both_hosts(ssh_lab, run_dir))
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 2\n" in _text(rank1), 180), proc.stdout

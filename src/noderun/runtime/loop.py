@@ -35,7 +35,7 @@ import torch
 
 from noderun.errors import UsageError
 from noderun.runtime import heartbeat, rng
-from noderun.runtime.metrics import STEP_COLUMNS, EpochTimer, MetricsLogger
+from noderun.runtime.metrics import COLUMNS, STEP_COLUMNS, EpochTimer, MetricsLogger
 from noderun.runtime.preemption import Preemption
 from noderun.runtime.progress import EpochProgress
 from noderun.runtime.training_state import Checkpointer, Position
@@ -246,7 +246,7 @@ class TrainingLoop:
             row = self.ctx.all_reduce_mean(local)
             if self._samples:
                 row["samples_per_sec"] = self.ctx.all_reduce_sum(self._samples / elapsed)
-            self._step_logger(row).log(step=n, **row)
+            self._logger(row, steps=True).log(step=n, **row)
             self._sums, self._count, self._samples = {}, 0, 0
             self._window_began = time.perf_counter()
         here = Position(global_step=n)
@@ -284,29 +284,19 @@ class TrainingLoop:
     def _partial(self) -> dict[str, Any]:
         return {PARTIAL_KEY: {"sums": dict(self._sums), "count": self._count}}
 
-    def _logger(self, row: dict[str, float]) -> MetricsLogger:
+    def _logger(self, row: dict[str, float], steps: bool = False) -> MetricsLogger:
+        """metrics.csv, opened at the first row: its columns (the epoch or the step mode's),
+        then the loop's extra columns and the row's other names; rows past the checkpoint
+        resumed from are redone."""
         if self._metrics is None:
-            extra = [*self._columns, *(k for k in row if k not in self._columns)]
+            extra = dict.fromkeys([*(STEP_EXTRA if steps else ()), *self._columns, *row])
             self._metrics = MetricsLogger(
                 self.ctx.run_dir / "metrics.csv",
                 self.ctx.is_main,
-                extra,
+                list(extra),
                 tensorboard=self._tensorboard,
-                resume_after_epoch=self.start.epoch,  # rows past the checkpoint are redone
-            )
-        return self._metrics
-
-    def _step_logger(self, row: dict[str, float]) -> MetricsLogger:
-        if self._metrics is None:
-            named = [*STEP_EXTRA, *self._columns, *row]
-            extra = [k for i, k in enumerate(named) if k not in named[:i]]
-            self._metrics = MetricsLogger(
-                self.ctx.run_dir / "metrics.csv",
-                self.ctx.is_main,
-                extra,
-                tensorboard=self._tensorboard,
-                resume_after_epoch=self.start.global_step,  # rows past the checkpoint are redone
-                columns=STEP_COLUMNS,
+                resume_after_epoch=self.start.global_step if steps else self.start.epoch,
+                columns=STEP_COLUMNS if steps else COLUMNS,
             )
         return self._metrics
 

@@ -49,15 +49,26 @@ class Position:
     steps_per_sec: float | None  # over this attempt's steps so far
 
 
-def read_position(path: Path) -> Position | None:
-    """The rank's training position (None: unreadable, or no TrainingLoop step yet)."""
+def read_progress_and_position(path: Path) -> tuple[int | None, Position | None]:
+    """The rank's step counter and training position, in one read (None: unreadable; no
+    position before the first TrainingLoop step or in a file written without one)."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(PROGRESS_SIZE)
     except OSError:
-        return None
-    if len(data) != PROGRESS_SIZE:
-        return None
+        return None, None
+    if len(data) < COUNTER.size:
+        return None, None
+    count = int(COUNTER.unpack_from(data)[0])
+    return count, _position(data) if len(data) == PROGRESS_SIZE else None
+
+
+def read_position(path: Path) -> Position | None:
+    """The rank's training position (None: unreadable, or no TrainingLoop step yet)."""
+    return read_progress_and_position(path)[1]
+
+
+def _position(data: bytes) -> Position | None:
     step, epoch, first, began, last = POSITION.unpack_from(data, COUNTER.size)
     if step < 0:
         return None

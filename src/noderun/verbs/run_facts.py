@@ -13,7 +13,7 @@ from typing import Any
 from noderun import run_view, rundir
 from noderun.errors import UsageError
 from noderun.run_record import RunRecord
-from noderun.stacks.files import progress_file, read_position, read_progress
+from noderun.stacks.files import progress_file, read_progress_and_position
 
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 
@@ -151,8 +151,7 @@ class Observed:
         hosts = self.record.hosts or []
         lines = []
         for rank in range(self.world_size):
-            step = read_progress(progress_file(self.run_dir, rank))
-            position = read_position(progress_file(self.run_dir, rank))
+            step, position = read_progress_and_position(progress_file(self.run_dir, rank))
             seen = _mtime(logs[rank]) if rank in logs else None
             if steps is not None:
                 rate = run_view.rate_between(steps.get(rank), (self.at, step))
