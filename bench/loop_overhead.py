@@ -32,7 +32,7 @@ def _worker(reps: int, epochs: int, root: str) -> dict[str, list[float]]:
 
     example = load_example()
     ctx = noderun.init()
-    train_set, _ = example.digits(0, 0.2)
+    train_set, _ = example.digits.datasets(0, 0.2)
     loader = ctx.loader(train_set, 16, shuffle=True, seed=0)
     loss_fn = nn.CrossEntropyLoss()
 

@@ -62,7 +62,7 @@ def main() -> None:
     torch.set_num_threads(1)
     os.environ.pop("NODERUN_PROFILE", None)
     example = load_example()
-    train_set, _ = example.digits(0, 0.2)
+    train_set, _ = example.digits.datasets(0, 0.2)
     loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(train_set, range(16 * args.steps)), batch_size=16
     )

@@ -1,4 +1,4 @@
-"""DDP training of a small CNN on scikit-learn's handwritten digits (ships with sklearn).
+"""DDP training of a small CNN on scikit-learn's handwritten digits (examples/digits.py).
 
     noderun run --nnodes 2 --nproc-per-node 2 examples/ddp_classifier.py --epochs 12
 
@@ -14,27 +14,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import digits  # beside this script: sklearn's digits, sklearn not imported
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import nn
-from torch.utils.data import TensorDataset
 
 import noderun
-
-
-def digits(seed: int, val_fraction: float) -> tuple[TensorDataset, TensorDataset]:
-    """8x8 grey digits scaled to [0, 1], a stratified train/validation split."""
-    data = load_digits()
-    images = torch.tensor(data.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    labels = torch.tensor(data.target, dtype=torch.long)
-    train_idx, val_idx = train_test_split(
-        range(len(labels)), test_size=val_fraction, random_state=seed, stratify=data.target
-    )
-    return (
-        TensorDataset(images[train_idx], labels[train_idx]),
-        TensorDataset(images[val_idx], labels[val_idx]),
-    )
 
 
 def small_cnn() -> nn.Module:
@@ -85,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(1)  # several ranks share the cores
     with noderun.init() as ctx:
         torch.manual_seed(args.seed)
-        train_set, val_set = digits(args.seed, args.val_fraction)
+        train_set, val_set = digits.datasets(args.seed, args.val_fraction)
         train = ctx.loader(train_set, args.batch_size, shuffle=True, seed=args.seed)
         val = ctx.loader(val_set, 256, shuffle=False)
         model = ctx.prepare(small_cnn())

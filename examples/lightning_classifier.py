@@ -18,9 +18,10 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+import digits  # beside this script: sklearn's digits, sklearn not imported
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 try:
     import lightning as L
@@ -30,20 +31,6 @@ except ImportError:  # pragma: no cover - exercised by a test with lightning hid
         "lightning_classifier.py: error: Lightning is not installed; "
         "hint: pip install 'noderun[lightning]' (or pip install 'lightning>=2.6,<2.7')"
     )
-
-
-def digits(seed: int) -> tuple[TensorDataset, TensorDataset]:
-    """8x8 grey digits scaled to [0, 1], a stratified 80/20 split."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    data = load_digits()
-    images = torch.tensor(data.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    labels = torch.tensor(data.target, dtype=torch.long)
-    train, val = train_test_split(
-        range(len(labels)), test_size=0.2, random_state=seed, stratify=data.target
-    )
-    return TensorDataset(images[train], labels[train]), TensorDataset(images[val], labels[val])
 
 
 class DigitsClassifier(L.LightningModule):
@@ -128,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # noderun's launcher sets NODERUN__RUN_DIR; a plain srun job may export NODERUN_RUN_DIR
     run_dir = os.environ.get("NODERUN__RUN_DIR") or os.environ.get("NODERUN_RUN_DIR", ".")
     L.seed_everything(args.seed, workers=True)
-    train, val = digits(args.seed)
+    train, val = digits.datasets(args.seed, 0.2)
     trainer = L.Trainer(
         accelerator="auto",
         devices=devices,

@@ -8,7 +8,6 @@ from typing import Any
 import torch
 
 from noderun.runtime.checkpoint import PathLike, read_full, read_meta
-from noderun.runtime.sharded import load_full
 
 
 def load(path: PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -20,4 +19,6 @@ def load(path: PathLike, map_location: str | torch.device = "cpu") -> dict[str, 
     meta = read_meta(path)
     if meta["format"] == "full":
         return read_full(path, map_location)
+    from noderun.runtime.sharded import load_full  # DCP is imported only for a sharded one
+
     return load_full(path, map_location)

@@ -5,6 +5,7 @@ imports no other runtime module, so checkpoint, sharded and training_state all p
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,10 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
-    """True when any parameter is a DTensor (FSDP2 ``fully_shard``, tensor parallel)."""
+    """True when any parameter is a DTensor (FSDP2 ``fully_shard``, tensor parallel). No
+    DTensor exists before ``torch.distributed.tensor`` is imported (~0.5 s), so not before."""
+    if "torch.distributed.tensor" not in sys.modules:
+        return False
     from torch.distributed.tensor import DTensor
 
     return any(isinstance(p, DTensor) for p in model.parameters())
