@@ -55,7 +55,7 @@ def flare_run(work: Path, rounds: int, epochs: int) -> tuple[list[dict[str, floa
         "bench",
         model=Net(),
         script=SITE,
-        files=[HERE.parent / "examples" / "flare" / "digits_data.py"],
+        files=[HERE.parent / "examples" / "flare" / f for f in ("digits_data.py", "digits.py")],
         num_rounds=rounds,
         sites=[Site("site-1", nnodes=2, nproc_per_node=2, args=f"--epochs {epochs}")],
     )

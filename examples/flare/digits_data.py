@@ -8,10 +8,9 @@ site the remainder. Each site holds out 20% of its share for local validation.
 
 from __future__ import annotations
 
+import digits  # beside it (examples/digits.py links here), shipped with the job
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import nn
 from torch.utils.data import TensorDataset
 
@@ -39,12 +38,10 @@ def _tensors(images: np.ndarray, labels: np.ndarray) -> TensorDataset:
 
 def split(seed: int = SEED, skew: float = SKEW) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Indices of each site's share of the training pool, and of the held-out test set."""
-    data = load_digits()
-    pool, test = train_test_split(
-        np.arange(len(data.target)), test_size=0.25, random_state=seed, stratify=data.target
-    )
+    _, labels = digits.load()
+    pool, test = digits.stratified_split(labels, 0.25, seed)
     rng = np.random.default_rng(seed)
-    home = np.where(data.target[pool] < 5, 0, 1)
+    home = np.where(labels[pool] < 5, 0, 1)
     stays = rng.random(len(pool)) < skew
     owner = np.where(stays, home, 1 - home)
     return {site: pool[owner == i] for i, site in enumerate(SITES)}, test
@@ -53,18 +50,18 @@ def split(seed: int = SEED, skew: float = SKEW) -> tuple[dict[str, np.ndarray], 
 def site_data(site: str, seed: int = SEED) -> tuple[TensorDataset, TensorDataset]:
     """(train, validation) of ``site``: its share of the pool, 80/20."""
     shares, _ = split(seed)
-    data = load_digits()
-    train, val = train_test_split(shares[site], test_size=0.2, random_state=seed)
-    return _tensors(data.images[train], data.target[train]), _tensors(
-        data.images[val], data.target[val]
-    )
+    images, labels = digits.load()
+    share = np.random.default_rng(seed).permutation(shares[site])
+    cut = round(len(share) * 0.2)
+    val, train = share[:cut], share[cut:]
+    return _tensors(images[train], labels[train]), _tensors(images[val], labels[val])
 
 
 def test_data(seed: int = SEED) -> TensorDataset:
     """The held-out test set, the same for every site and every model."""
     _, test = split(seed)
-    data = load_digits()
-    return _tensors(data.images[test], data.target[test])
+    images, labels = digits.load()
+    return _tensors(images[test], labels[test])
 
 
 def accuracy(model: nn.Module, dataset: TensorDataset) -> float:
@@ -80,5 +77,5 @@ def accuracy(model: nn.Module, dataset: TensorDataset) -> float:
 def label_counts(seed: int = SEED) -> dict[str, list[int]]:
     """How many samples of each digit each site holds (documents the skew)."""
     shares, _ = split(seed)
-    target = load_digits().target
-    return {site: np.bincount(target[idx], minlength=10).tolist() for site, idx in shares.items()}
+    _, labels = digits.load()
+    return {site: np.bincount(labels[idx], minlength=10).tolist() for site, idx in shares.items()}

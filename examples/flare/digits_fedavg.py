@@ -33,7 +33,7 @@ def build_job(args: argparse.Namespace) -> FedAvgJob:
         "digits",
         model=Net(),
         script=HERE / "digits_site.py",
-        files=[HERE / "digits_data.py"],
+        files=[HERE / "digits_data.py", HERE / "digits.py"],
         num_rounds=args.rounds,
         sites=[
             Site(
