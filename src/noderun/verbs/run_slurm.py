@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from noderun import group_watch, notify, rundir, secret_env, timeline
-from noderun.backends.slurm import hostnames, write_sacct_summary
+from noderun.backends.slurm import hostnames, scancel, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
 from noderun.backends.supervise import Policy, supervise
 from noderun.errors import UsageError
@@ -179,9 +180,23 @@ def main(
     ok = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if ok else sys.stderr, flush=True)
     notify.notify_run(getattr(args, "notify", ()), step.run_dir)
+    if outcome.status == "cancelled":
+        end_job_cancelled(env["SLURM_JOB_ID"])
     if done.record_error is not None:
         raise done.record_error  # one line naming run.json and the errno (cli)
     return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
+
+
+def end_job_cancelled(job_id: str) -> None:
+    """`noderun cancel` ended the run (every rank checkpointed): end the job CANCELLED, as
+    run.json says, rather than FAILED by the launcher's exit code (`sacct`, `squeue`). Done
+    here, by the job itself, so it holds whoever waits for the cancel (after --now the job is
+    already cancelled: scancel of it again is harmless)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # scancel's SIGTERM: we end on our own
+    error = scancel(job_id)
+    if error:
+        print(f"noderun: warning: scancel {job_id} failed ({error}): SLURM may show the "
+              "cancelled job as FAILED", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _followed(run_dir: Path, record: RunRecord) -> bool:
