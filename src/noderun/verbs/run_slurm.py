@@ -23,7 +23,7 @@ from noderun.errors import UsageError
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.run_record import FOLLOW_STOPPED, RunRecord, versions
-from noderun.topology import in_slurm_allocation, tasks_per_node
+from noderun.topology import in_slurm_allocation, slurm_job_id, tasks_per_node
 from noderun.verbs.options import stall_policy, value
 from noderun.verbs.torchrun_flags import (
     NPROC_WORDS,
@@ -57,11 +57,11 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
     return in_slurm_allocation(environ)
 
 
-def _run_dir(run_dir: Path, job_id: str) -> Path:
+def _run_dir(run_dir: Path, job_ids: tuple[str, ...]) -> Path:
     """``run_dir``, unless it holds another job's run (a requeued job comes back to its own)."""
     previous = rundir.read_record(run_dir)
     # noderun submit wrote it before sbatch; a requeued job comes back to its own
-    if previous is not None and previous.status != "submitted" and previous.job_id != job_id:
+    if previous is not None and previous.status != "submitted" and previous.job_id not in job_ids:
         raise UsageError(
             f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
         )
@@ -117,7 +117,7 @@ def build_step(
     return dataclasses.replace(
         request,
         gpus=_gpus(args.nproc_per_node, environ, on_node),
-        run_dir=_run_dir(request.run_dir, job_id),
+        run_dir=_run_dir(request.run_dir, (job_id, slurm_job_id(environ))),
         master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
     ).step()
 
@@ -157,6 +157,7 @@ def main(
             stall_policy(args),
             flags.shown,
             restarts,
+            known_as=slurm_job_id(env),
         )
 
     first = backend(step)
@@ -181,7 +182,7 @@ def main(
     print(outcome.final_line(step.run_dir), file=sys.stdout if ok else sys.stderr, flush=True)
     notify.notify_run(getattr(args, "notify", ()), step.run_dir)
     if outcome.status == "cancelled":
-        end_job_cancelled(env["SLURM_JOB_ID"])
+        end_job_cancelled(slurm_job_id(env))
     if done.record_error is not None:
         raise done.record_error  # one line naming run.json and the errno (cli)
     return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
