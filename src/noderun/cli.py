@@ -35,7 +35,8 @@ VERBS = (
     "sweep",
     "completion",  # last: the verb that describes all the others
 )
-REDIRECTED_JSON = ("run", "submit", "scale")  # --json: one object at the end, the rest on stderr
+# --json: one object at the end, the rest on stderr
+REDIRECTED_JSON = ("run", "submit", "scale", "sweep")
 
 DESCRIPTION = (
     "noderun launches multi-node PyTorch training - on simulated nodes of this machine, inside "

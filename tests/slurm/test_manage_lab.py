@@ -1,12 +1,18 @@
 """`noderun ls / status / logs / cancel` of a submitted 2-node job on the Slurm lab: listed
 running with its job id, its status (SLURM state and both ranks) as JSON, rank 1's lines by
-job id; a graceful cancel (`scancel --signal=USR1`) checkpoints every rank and ends the job
-without requeueing it, although it was submitted --requeue; the same submit resumes it."""
+job id (and those since a time, cut inside the log); a graceful cancel (`scancel
+--signal=USR1`) checkpoints every rank and ends the job CANCELLED (as SLURM's accounting says
+too) without requeueing it, although it was submitted --requeue; the same submit resumes it.
+A torchrun-mode job: cancelled gracefully, resumed by the same submit, then cancelled at once."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -29,6 +35,21 @@ def _text(path: Path) -> str:
         return ""
 
 
+def _iso(second: float) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _sacct_state(job: str) -> str:
+    """The job's state in SLURM's accounting (records reach slurmdbd a moment after the end)."""
+    found = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"],
+                           capture_output=True, text=True, check=False).stdout  # fmt: skip
+    return found.strip().split(" ")[0]
+
+
+def _steps(text: str) -> list[int]:
+    return [int(line.rsplit(" ", 1)[1]) for line in text.splitlines()]
+
+
 def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     tmp_path: Path,
 ) -> None:
@@ -42,6 +63,7 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 240), job
+        mark = math.floor(time.time()) + 1  # steps 1-3 were written before it
         listed = noderun(["ls", "--json", str(tmp_path / "runs")])
         runs = json.loads(listed.stdout)["runs"]
         assert [(r["status"], r["job_id"], r["backend"]) for r in runs] == [
@@ -53,6 +75,10 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
         assert [r["rank"] for r in seen["ranks"]] == [0, 1] and seen["ranks"][1]["progress"]
         shown = noderun(["logs", job, "--rank", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
+        assert wait_until(lambda: os.stat(rank1).st_mtime > mark + 0.5, 30)
+        recent = noderun(["logs", job, "--rank", "1", "--since", _iso(mark)])
+        assert recent.returncode == 0 and _steps(recent.stdout), recent.stdout + recent.stderr
+        assert min(_steps(recent.stdout)) > 3, recent.stdout  # cut inside the log
 
         cancelled = noderun(["cancel", job], timeout=240)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
@@ -60,7 +86,8 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
         final = wait_for_job(job, poll=0.5, max_poll=0.5)
     finally:
         subprocess.run(["scancel", job], capture_output=True, check=False)
-    assert final.final and final.status != "completed", final
+    assert final.state == "CANCELLED", final  # as run.json says, not FAILED
+    assert wait_until(lambda: _sacct_state(job) == "CANCELLED", 30), _sacct_state(job)
     shown_job = subprocess.run(
         ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=False
     ).stdout
@@ -79,31 +106,47 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     assert "noderun: resumed from" in _text(run_dir / "logs" / "rank0.log")
 
 
-def test_a_torchrun_mode_job_cancelled_at_once_ends_cancelled_with_nothing_left(
+def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once(
     tmp_path: Path,
 ) -> None:
-    """`cancel --now JOB` of a torchrun-mode job: scancel at once, no checkpoint asked for; the
-    job ends CANCELLED, run.json `cancelled` (written by cancel when SLURM killed the launcher
+    """A torchrun-mode job (SIGUSR1 reaches the ranks through their torchrun agents): `cancel
+    JOB` checkpoints every rank and the job ends CANCELLED; the same submit resumes it from that
+    checkpoint; `cancel --now` of the new job scancels it at once, no checkpoint asked for: it
+    ends CANCELLED, run.json `cancelled` (written by cancel when SLURM killed the launcher
     first), and a second cancel is refused in one line."""
     require_lab()
-    run_dir = tmp_path / "runs" / "paced-now"
+    run_dir = tmp_path / "runs" / "paced-torchrun"
     command = ["submit", "--nodes", "2", "--nproc-per-node", "1", "--time", "10"]
-    command += ["--run-dir", str(run_dir), PACED, "--max-steps", "600"]
-    submitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    job = job_id_of(submitted.stdout)
+    command += ["--run-dir", str(run_dir), PACED, "--resume", "auto", "--max-steps", "600"]
+    rank0, rank1 = run_dir / "logs" / "rank0.log", run_dir / "logs" / "rank1.log"
+    jobs = []
     try:
-        rank1 = run_dir / "logs" / "rank1.log"
+        submitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+        jobs.append(job := job_id_of(submitted.stdout))
         assert wait_until(lambda: "rank 1 step 2\n" in _text(rank1), 240), job
+        cancelled = noderun(["cancel", job], timeout=240)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
+        assert wait_for_job(job, poll=0.5, max_poll=0.5).state == "CANCELLED"
+        assert read_json(run_dir / "run.json")["status"] == "cancelled"
+        assert "preempted by `noderun cancel`" in _text(rank0)
+
+        resubmitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")
+        assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
+        jobs.append(job := job_id_of(resubmitted.stdout))
+        assert wait_until(lambda: "noderun: resumed from" in _text(rank0), 240), job
         cancelled = noderun(["cancel", "--now", job], timeout=120)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "stopped at once" in cancelled.stdout, cancelled.stdout
         final = wait_for_job(job, poll=0.5, max_poll=0.5)
     finally:
-        subprocess.run(["scancel", job], capture_output=True, check=False)
+        for started in jobs:
+            subprocess.run(["scancel", started], capture_output=True, check=False)
     assert final.final and final.state == "CANCELLED", final
     record = read_json(run_dir / "run.json")
     assert record["status"] == "cancelled" and record["mode"] == "torchrun", record
+    assert "cancelled" in [a["status"] for a in record["attempts"]], record["attempts"]
     assert "rank 1 step 600" not in _text(rank1)  # stopped, not finished
     again = noderun(["cancel", "--now", job])
     assert again.returncode == 2 and "already ended (cancelled)" in again.stderr, again.stderr

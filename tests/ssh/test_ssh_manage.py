@@ -1,16 +1,28 @@
-"""`noderun logs` and `noderun cancel` of a `noderun run --hosts` run on the SSH lab: rank 1
-(on the second host) is shown; a graceful cancel reaches the ranks over SSH on each host, every
-rank checkpoints, the run ends `cancelled`, and nothing of it is left on any host."""
+"""`noderun ls / status / logs / cancel` of a `noderun run --hosts` run on the SSH lab: it is
+listed running, its status is JSON with both ranks on their hosts, rank 1 (on the second host)
+is shown and followed (-f ends with the run); a graceful cancel reaches the ranks over SSH on
+each host, every rank checkpoints, the run ends `cancelled`, and nothing of it is left on any
+host."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import SCRIPTS, noderun, processes_of_run, start_noderun, wait_until
+from tests.conftest import (
+    SCRIPTS,
+    clean_env,
+    noderun,
+    processes_of_run,
+    start_noderun,
+    wait_until,
+)
 from tests.ssh.lab import SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -22,6 +34,10 @@ def _text(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def _steps(lines: list[str]) -> list[int]:
+    return [int(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("rank 1 step ")]
 
 
 def _paced_on_both_hosts(ssh_lab: SshLab, run_dir: Path, *script_args: str) -> list[str]:
@@ -37,20 +53,48 @@ def _paced_on_both_hosts(ssh_lab: SshLab, run_dir: Path, *script_args: str) -> l
 def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = start_noderun(_paced_on_both_hosts(ssh_lab, run_dir, "--resume", "auto"))
+    follow = None
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 180), proc.stdout
+        listed = json.loads(noderun(["ls", "--json", str(tmp_path)]).stdout)["runs"]
+        assert [(r["name"], r["backend"], r["status"], r["nodes"]) for r in listed] == [
+            ("run", "ssh", "running", 2)
+        ], listed
         shown = noderun(["logs", str(run_dir), "--node", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "noderun", "logs", "-f", "--rank", "1", str(run_dir)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
+        followed: list[str] = []
+        stdout = follow.stdout
+        assert stdout is not None
+        reader = threading.Thread(target=lambda: followed.extend(stdout), daemon=True)
+        reader.start()
+        status = noderun(["status", "--json", str(run_dir)])
+        seen = json.loads(status.stdout)
+        assert (seen["status"], seen["backend"], seen["nodes"]) == ("running", "ssh", 2), seen
+        assert [r["rank"] for r in seen["ranks"]] == [0, 1], seen
+        assert all(r["host"] and r["step"] >= 3 for r in seen["ranks"]), seen  # from both hosts
+        shown_steps = _steps(shown.stdout.splitlines())
+        assert wait_until(lambda: max(_steps(list(followed)), default=0) > shown_steps[-1], 60)
+
         cancelled = noderun(["cancel", str(run_dir)], timeout=180)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "2 rank(s) asked to checkpoint" in cancelled.stderr, cancelled.stderr
         assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
         output, _ = proc.communicate(timeout=60)
+        assert follow.wait(timeout=30) == 0  # -f ends with the run
+        reader.join(timeout=5)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for started in [proc, *([follow] if follow else [])]:
+            if started.poll() is None:
+                started.kill()
+                started.wait()
+    assert _steps(followed) == sorted(_steps(followed)), followed  # each line once, in order
     assert proc.returncode == EXIT_PREEMPTED, output[-2000:]
     assert "job cancelled by `noderun cancel`" in output
     record = json.loads((run_dir / "run.json").read_text())

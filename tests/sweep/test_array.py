@@ -76,3 +76,42 @@ def test_an_unknown_task_exits_2(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "9", "SLURM_JOB_ID": "5"}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert done.returncode == 2 and "no point for array task 9" in done.stderr
+
+
+def test_an_array_task_is_known_by_its_array_id_and_index() -> None:
+    from noderun.backends.slurm_text import JobRecord
+    from noderun.topology import slurm_job_id
+
+    task = {"SLURM_JOB_ID": "51", "SLURM_ARRAY_JOB_ID": "50", "SLURM_ARRAY_TASK_ID": "1"}
+    assert slurm_job_id(task) == "50_1" and slurm_job_id({"SLURM_JOB_ID": "7"}) == "7"
+    assert (
+        JobRecord("51", {"ArrayJobId": "50", "ArrayTaskId": "1"}, "scontrol").array_task == "50_1"
+    )
+    assert JobRecord("51", {"JobID": "50_1"}, "sacct").array_task == "50_1"
+    assert JobRecord("7", {"JobID": "7"}, "sacct").array_task is None
+
+
+@pytest.mark.parametrize("asked", ["50_1", "51"])  # the task's <array>_<index>, or its own id
+def test_status_and_logs_of_an_array_task_find_its_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], asked: str
+) -> None:
+    from noderun import cli
+    from noderun.backends import slurm
+    from noderun.backends.slurm_text import JobRecord
+
+    out = tmp_path / "sweep"
+    for index, name in enumerate(["lr=0.1", "lr=0.2"]):
+        (out / name / "logs").mkdir(parents=True)
+        record = {"backend": "slurm", "status": "completed", "job_id": f"50_{index}"}
+        (out / name / "run.json").write_text(json.dumps(record, indent=2))
+        (out / name / "logs" / "rank0.log").write_text(f"point {name}\n")
+    fields = {"ArrayJobId": "50", "ArrayTaskId": "1", "JobState": "COMPLETED",
+              "StdOut": str(out / "logs" / "array-50_1.out"), "WorkDir": str(tmp_path)}  # fmt: skip
+    monkeypatch.setattr(slurm, "available", lambda: True)
+    monkeypatch.setattr(slurm, "job_record", lambda job: JobRecord("51", fields, "scontrol"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["logs", asked]) == 0
+    assert capsys.readouterr().out == "point lr=0.2\n"
+    assert cli.main(["status", "--json", asked]) == 0
+    seen = json.loads(capsys.readouterr().out)
+    assert (seen["run_dir"], seen["job_id"]) == (str(out / "lr=0.2"), "50_1"), seen

@@ -1,5 +1,5 @@
-"""Every verb's --json: one JSON object on stdout with a "schema" version; run, submit and
-scale print theirs at the end, with every other line (the ranks' too) on stderr."""
+"""Every verb's --json: one JSON object on stdout with a "schema" version; run, submit, scale
+and sweep print theirs at the end, with every other line (the ranks' too) on stderr."""
 
 from __future__ import annotations
 
@@ -99,6 +99,40 @@ def test_scale(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:
     assert code == 0 and data["verb"] == "scale" and data["out"] == str(out)
     assert [p["name"] for p in data["points"]] == ["1x1", "2x1"]
     assert "scaling.csv" in data["files"]
+
+
+def test_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from noderun.sweep.runner import Judgement
+    from noderun.verbs import sweep
+
+    def run_jobs(jobs: Any, parallel: int, timeout: Any, on_start: Any, on_done: Any) -> Any:
+        codes = {job.name: 0 if job.name == "lr=1" else 1 for job in jobs}
+        for job in jobs:  # what a point prints must not reach stdout
+            on_start(job)
+            print(f"rank lines of {job.name}")
+            job.run_dir.mkdir(parents=True)
+            (job.run_dir / "metrics.csv").write_text(f"epoch,train_loss\n1,0.{len(job.name)}\n")
+            on_done(job, codes[job.name])
+        return codes
+
+    def judge(run_dir: Path, log: Path, code: int | None) -> Judgement:
+        ok = code == 0
+        return Judgement("completed" if ok else "failed", ok, "healthy" if ok else "unhealthy",
+                         "" if ok else "rank-crashed: rank 1", 2.0)  # fmt: skip
+
+    monkeypatch.setattr(sweep, "run_jobs", run_jobs)
+    monkeypatch.setattr(sweep, "judge", judge)
+    out = tmp_path / "sweep"
+    code, data = _json_of(["sweep", "--json", "--param", "lr=1,2", "--out", str(out), PLAIN],
+                          capsys)  # fmt: skip
+    assert code == 1 and data["verb"] == "sweep" and data["out"] == str(out)
+    assert data["files"] == ["sweep.csv"] and data["failed"] == ["lr=2"]
+    first, second = data["points"]
+    assert (first["point"], first["params"], first["status"], first["verify"]) == (
+        "lr=1", {"lr": "1"}, "completed", "healthy")  # fmt: skip
+    assert first["metrics"] == {"epoch": "1", "train_loss": "0.4"}
+    assert (second["status"], second["cause"]) == ("failed", "rank-crashed: rank 1")
+    assert second["run_dir"] == str(out / "lr=2") and second["job_id"] is None
 
 
 def test_run_dry_run(

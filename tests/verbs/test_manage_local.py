@@ -1,14 +1,19 @@
 """`noderun ls / status / logs / cancel` on real local 2-node runs: a run is listed while it
-runs, rank 1's lines are shown and followed, its status is JSON per rank; a graceful cancel
+runs, rank 1's lines are shown (those since a time: cut inside the log) and followed, its
+status is JSON per rank; a graceful cancel
 checkpoints every rank and ends it `cancelled`, and the same command resumes it; a plain-torch
 script (no noderun) is listed, shown and stopped at once with --now; nothing is left running."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import subprocess
 import sys
 import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -56,6 +61,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 120), proc.stdout
+        mark = math.floor(time.time()) + 1  # steps 1-3 were written before it
         assert _listed(tmp_path / "runs") == [("paced", "running")]
 
         shown = noderun(["logs", str(run_dir), "--rank", "1"])
@@ -83,6 +89,11 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         assert [r["rank"] for r in seen["ranks"]] == [0, 1]
         assert all(r["progress"] and r["last_line_age_sec"] is not None for r in seen["ranks"])
         assert all(r["step"] >= 3 and r["epoch"] is None for r in seen["ranks"]), seen  # step mode
+        assert wait_until(lambda: os.stat(rank1).st_mtime > mark + 0.5, 30)
+        since = datetime.fromtimestamp(mark, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        recent = noderun(["logs", str(run_dir), "--rank", "1", "--since", since])
+        assert _steps(recent.stdout.splitlines()), recent.stdout + recent.stderr
+        assert min(_steps(recent.stdout.splitlines())) > 3, recent.stdout  # cut inside the log
 
         cancelled = noderun(["cancel", str(run_dir)], timeout=180)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr

@@ -1,7 +1,8 @@
 """Where every line of a gang goes, for every backend: a rank's to the console with its
 ``node:rank`` prefix (unless torchrun's --local-ranks-filter hides it) and whole to
-``logs/rank<R>.log``; an agent's to ``logs/node<N>.agent.log``; the launcher's own (srun) to
-the console and its log. One lock, so lines of two streams never merge."""
+``logs/rank<R>.log`` (and when, to ``rank<R>.log.times``: ``log_times``); an agent's to
+``logs/node<N>.agent.log``; the launcher's own (srun) to the console and its log. One lock,
+so lines of two streams never merge."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import contextlib
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from noderun import failures
+from noderun import failures, log_times
 from noderun.backends.result import WorkerExit
 from noderun.errors import os_error_line
 
@@ -32,6 +34,7 @@ class LogRouter:
         nproc_per_node: int,
         show: Callable[[int], bool] | None = None,
         on_rank_output: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.logs = logs
         self.console = console
@@ -44,6 +47,8 @@ class LogRouter:
         self._lock = threading.Lock()
         self._files: dict[str, IO[str]] = {}
         self._unwritable: set[str] = set()
+        self._clock = clock
+        self._second: dict[str, int] = {}  # rank log -> the last second its index names
 
     def rank_line(self, prefix: str, rank: int, text: str) -> None:
         """One line of ``rank``: ``prefix:rank| text`` on the console, ``text`` in its log."""
@@ -52,7 +57,7 @@ class LogRouter:
             if shown:
                 self.console.write(f"{prefix}:{rank}| {text}\n")
                 self.console.flush()
-            self._write(f"rank{rank}.log", text)
+            self._write(f"rank{rank}.log", text, indexed=True)
             if error := failures.exception_line(text):
                 self.last_error[rank] = error
         if self.on_rank_output:
@@ -111,11 +116,18 @@ class LogRouter:
             self.worker_exits.setdefault(node, []).append(ended)
         return True
 
-    def _write(self, name: str, line: str) -> None:
-        """A line to a log file (under the lock); a failed write (a full disk) is said once per
-        file and the output keeps flowing: a reader that stopped would stall the ranks."""
+    def _write(self, name: str, line: str, indexed: bool = False) -> None:
+        """A line to a log file (under the lock), the first of each second ``indexed`` in its
+        time index; a failed write (a full disk) is said once per file and the output keeps
+        flowing: a reader that stopped would stall the ranks."""
         try:
-            self._file(name).write(line + "\n")
+            handle = self._file(name)
+            if indexed and self._second.get(name) != (second := int(self._clock())):
+                self._second[name] = second
+                with contextlib.suppress(OSError):  # without it --since cuts less finely
+                    times = self._file(name + log_times.SUFFIX)
+                    times.write(log_times.entry(second, handle.tell()))  # tell(): bytes
+            handle.write(line + "\n")
         except OSError as err:
             if name not in self._unwritable:
                 self._unwritable.add(name)

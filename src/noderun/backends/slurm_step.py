@@ -328,9 +328,11 @@ class StepBackend:
         stall: StallPolicy | None = None,
         show: Callable[[int], bool] | None = None,
         restart_count: int = 0,
+        known_as: str | None = None,
     ) -> None:
         self.step = step
         self.job_id = job_id
+        self.known_as = known_as or job_id  # `<array>_<task>` for an array task (run.json's)
         self.command = command
         self.direct = direct
         self.stall = stall
@@ -348,7 +350,7 @@ class StepBackend:
     def banner(self) -> str:
         step = self.step
         return (
-            f"noderun: SLURM job {self.job_id}: {step.nnodes} node(s) x {step.nproc_per_node} = "
+            f"noderun: SLURM job {self.known_as}: {step.nnodes} node(s) x {step.nproc_per_node} = "
             f"{step.world_size} ranks ({step.mode.value} mode) on {', '.join(step.hosts)}; "
             f"run dir {step.run_dir}"
         )
@@ -363,7 +365,7 @@ class StepBackend:
             command=self.command,
             backend="slurm",
             mode=step.mode.value,
-            job_id=self.job_id,
+            job_id=self.known_as,
             restart_count=self.restart_count,
             script=step.script,
             script_args=list(step.script_args),

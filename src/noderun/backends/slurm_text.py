@@ -111,6 +111,16 @@ class JobRecord:
         return self.fields.get("Requeue") == "1"
 
     @property
+    def array_task(self) -> str | None:
+        """``<array job>_<task>`` when this is one task of a job array (scontrol's
+        ArrayJobId/ArrayTaskId, sacct's JobID), else None."""
+        array, task = self.fields.get("ArrayJobId", ""), self.fields.get("ArrayTaskId", "")
+        if array.isdigit() and task.isdigit():
+            return f"{array}_{task}"
+        job = self.fields.get("JobID", "")
+        return job if re.fullmatch(r"\d+_\d+", job) else None
+
+    @property
     def workdir(self) -> str:
         return self.fields.get("WorkDir", "")
 

@@ -185,7 +185,14 @@ with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as tar:
 """
 COPY_TOKEN = ".noderun-copy-back"
 # written here by noderun itself (run.json, the lock, the streamed rank and agent logs): kept
-OWN = ("run.json", ".noderun.lock", "logs/rank*.log", "logs/node*.agent.log", COPY_TOKEN)
+OWN = (
+    "run.json",
+    ".noderun.lock",
+    "logs/rank*.log",
+    "logs/rank*.log.times",
+    "logs/node*.agent.log",
+    COPY_TOKEN,
+)
 MERGED = "logs/timeline.jsonl"  # every process appends to it: the hosts' new lines are added
 
 

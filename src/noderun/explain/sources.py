@@ -211,8 +211,9 @@ def _missing_output(job_id: str, path: Path) -> Finding:
 def run_dirs_of_job(workdir: Path, job_id: str) -> list[Path]:
     """Run directories whose run.json names this job (``noderun submit`` writes job_id)."""
     found = []
-    for run_json in sorted(workdir.glob("runs/*/run.json")):
+    wanted = (job_id, job_id.split("_")[0])  # an array task's own id, or the array's
+    for run_json in sorted([*workdir.glob("runs/*/run.json"), *workdir.glob("runs/*/*/run.json")]):
         record = _read_json(run_json)
-        if str(record.get("job_id", "")) == job_id.split("_")[0]:
+        if str(record.get("job_id", "")) in wanted:
             found.append(run_json.parent)
     return found

@@ -27,6 +27,7 @@ import torch.distributed as dist
 from noderun import cancel_request
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.runtime.context import Context
+from noderun.topology.model import slurm_job_id
 
 SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 # seconds a requeued rank waits for SLURM to stop it before exiting on its own
@@ -62,11 +63,10 @@ def requeue_wanted(environ: Mapping[str, str], forced: bool | None) -> bool | No
 
 
 def requeue_target(environ: Mapping[str, str]) -> str:
-    """The job to requeue: ``SLURM_JOB_ID``, but ``<array job>_<task>`` in a job array. One of
-    an array's tasks carries the array's own id as its SLURM_JOB_ID, and ``scontrol requeue``
-    of that id requeues every task of the array (measured on the lab), not this one alone."""
-    array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
-    return f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID", "")
+    """The job to requeue: ``<array job>_<task>`` in a job array, not the SLURM_JOB_ID one of
+    its tasks shares with the array (``scontrol requeue`` of it requeued every task of the
+    array, measured on the lab)."""
+    return slurm_job_id(environ)
 
 
 def requeue_by_command(job: str, forced: bool) -> str | None:

@@ -28,6 +28,20 @@ class SweepRow:
         return self.status == "completed" and self.verdict == "healthy"
 
 
+def row_json(row: SweepRow) -> dict[str, object]:
+    """One point for ``sweep --json``: its name and values, then what sweep.csv says of it."""
+    return {
+        "point": row.point.name,
+        "params": row.point.as_dict(),
+        "status": row.status,
+        "verify": row.verdict,
+        "metrics": dict(row.metrics),
+        "cause": row.finding,
+        "run_dir": row.run_dir,
+        "job_id": row.job_id or None,
+    }
+
+
 def metric_columns(rows: Sequence[SweepRow], first: str | None = None) -> list[str]:
     """Every metric column any point reported, in order of appearance; ``first`` first."""
     seen = dict.fromkeys(k for r in rows for k in r.metrics)

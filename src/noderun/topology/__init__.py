@@ -7,6 +7,7 @@ from noderun.topology.model import (
     detect_launcher,
     in_slurm_allocation,
     in_slurm_step,
+    slurm_job_id,
 )
 from noderun.topology.ports import port_for_job
 
@@ -18,5 +19,6 @@ __all__ = [
     "in_slurm_allocation",
     "in_slurm_step",
     "port_for_job",
+    "slurm_job_id",
     "tasks_per_node",
 ]

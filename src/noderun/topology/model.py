@@ -88,6 +88,18 @@ def in_slurm_step(environ: Mapping[str, str]) -> bool:
     return "SLURM_STEP_ID" in environ or "SLURM_STEPID" in environ
 
 
+def slurm_job_id(environ: Mapping[str, str]) -> str:
+    """The id SLURM's commands and its user know this job by: ``SLURM_JOB_ID``, but
+    ``<array job>_<task>`` for a task of a job array (one task carries the array's own id as
+    its SLURM_JOB_ID: scancel or requeue of that id reaches every task); "" outside SLURM.
+
+    >>> slurm_job_id({"SLURM_JOB_ID": "51", "SLURM_ARRAY_JOB_ID": "50", "SLURM_ARRAY_TASK_ID": "1"})
+    '50_1'
+    """
+    array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
+    return f"{array}_{task}" if array and task else environ.get("SLURM_JOB_ID", "")
+
+
 def in_slurm_allocation(environ: Mapping[str, str]) -> bool:
     """In a SLURM job (sbatch script or salloc shell) but outside any srun step."""
     return bool(environ.get("SLURM_JOB_ID")) and not in_slurm_step(environ)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from noderun import log_times
 from noderun.errors import UsageError
 from noderun.verbs.options import (
     OptionTable,
@@ -37,9 +38,9 @@ OPTIONS = OptionTable(
             "--since",
             metavar="T",
             env=False,
-            help="only what was written since T: 10m, 1h30m, 2d or 2026-11-26T03:00 (UTC); "
-            "rank logs carry no time per line: a log not written since T is left out, and in "
-            "one whose lines start with a time, the lines before T",
+            help="only what was written since T: 10m, 1h30m, 2d or 2026-11-26T03:00 (UTC), "
+            "to the second (noderun records when each rank log line was written; a log it did "
+            "not write is cut by the time its lines start with, if they have one)",
         ),
     ),
 )
@@ -139,12 +140,18 @@ class _Tail:
     def read(self, first: bool = False, final: bool = False) -> None:
         from noderun import run_view
 
+        cut = first and self.since is not None
         try:
             with open(self.path, "rb") as handle:
-                if first and self.since is not None and _older(handle, self.since):
+                if cut and self.since is not None and _older(handle, self.since):
                     handle.seek(0, 2)
                     self.offset = handle.tell()
                     return
+                if cut and self.since is not None:
+                    # noderun's rank logs: where the lines of `since` begin, from their index
+                    indexed = log_times.offset_since(self.path, self.since)
+                    if indexed is not None:
+                        self.offset, cut = indexed, False
                 handle.seek(self.offset)
                 data = handle.read()
         except OSError:
@@ -156,7 +163,7 @@ class _Tail:
         text = [line.decode(errors="replace").rstrip("\r") for line in lines]
         if final and text and text[-1] == "":
             text.pop()
-        if first and self.since is not None:
+        if cut and self.since is not None:  # no index: the lines' own times, if they have any
             text = run_view.lines_since(text, self.since)
         out = [
             f"{self.prefix}{line}"

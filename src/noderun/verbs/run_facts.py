@@ -16,13 +16,14 @@ from noderun.run_record import RunRecord
 from noderun.stacks.files import progress_file, read_progress_and_position
 
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")  # 4711, or an array task's 4711_2
 
 
 def resolve(target: str) -> Path:
-    """``RUN|JOB``: a run directory, or the run directory of a SLURM job id (verify's lookup);
-    a one-line UsageError when it is neither."""
+    """``RUN|JOB``: a run directory, or the run directory of a SLURM job id (``4711``, an array
+    task's ``4711_2``: verify's lookup); a one-line UsageError when it is neither."""
     run_dir = Path(target)
-    if not run_dir.exists() and target.isdigit():
+    if not run_dir.exists() and _JOB_ID.match(target):
         from noderun.verify.verifier import resolve_target  # imports torch: only for a job id
 
         run_dir = resolve_target(target)

@@ -35,7 +35,7 @@ from noderun.backends.slurm_step import StepBackend, StepSupervisor
 from noderun.errors import NoderunError, UsageError
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.run_record import versions
-from noderun.topology import in_slurm_step, tasks_per_node
+from noderun.topology import in_slurm_step, slurm_job_id, tasks_per_node
 from noderun.verbs import run_slurm
 from noderun.verbs.torchrun_flags import NPROC_WORDS, TorchrunFlags, local_gpus, run_name
 
@@ -309,7 +309,7 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
     leader = facts.task == 0
     since = timeline.process_start()
     command = secret_env.masked_argv(sys.argv)
-    record = StepBackend(step, facts.job_id, command).describe()
+    record = StepBackend(step, facts.job_id, command, known_as=slurm_job_id(environ)).describe()
     if leader:
         _clear_results(step, facts, since)
         record.launch, record.step_command = "srun noderun run", None

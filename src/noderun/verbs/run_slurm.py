@@ -9,20 +9,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 
 from noderun import group_watch, notify, rundir, secret_env, timeline
-from noderun.backends.slurm import hostnames, write_sacct_summary
+from noderun.backends.slurm import hostnames, scancel, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
 from noderun.backends.supervise import Policy, supervise
 from noderun.errors import UsageError
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.run_record import FOLLOW_STOPPED, RunRecord, versions
-from noderun.topology import in_slurm_allocation, tasks_per_node
+from noderun.topology import in_slurm_allocation, slurm_job_id, tasks_per_node
 from noderun.verbs.options import stall_policy, value
 from noderun.verbs.torchrun_flags import (
     NPROC_WORDS,
@@ -56,11 +57,11 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
     return in_slurm_allocation(environ)
 
 
-def _run_dir(run_dir: Path, job_id: str) -> Path:
+def _run_dir(run_dir: Path, job_ids: tuple[str, ...]) -> Path:
     """``run_dir``, unless it holds another job's run (a requeued job comes back to its own)."""
     previous = rundir.read_record(run_dir)
     # noderun submit wrote it before sbatch; a requeued job comes back to its own
-    if previous is not None and previous.status != "submitted" and previous.job_id != job_id:
+    if previous is not None and previous.status != "submitted" and previous.job_id not in job_ids:
         raise UsageError(
             f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
         )
@@ -116,7 +117,7 @@ def build_step(
     return dataclasses.replace(
         request,
         gpus=_gpus(args.nproc_per_node, environ, on_node),
-        run_dir=_run_dir(request.run_dir, job_id),
+        run_dir=_run_dir(request.run_dir, (job_id, slurm_job_id(environ))),
         master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
     ).step()
 
@@ -156,6 +157,7 @@ def main(
             stall_policy(args),
             flags.shown,
             restarts,
+            known_as=slurm_job_id(env),
         )
 
     first = backend(step)
@@ -179,9 +181,23 @@ def main(
     ok = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if ok else sys.stderr, flush=True)
     notify.notify_run(getattr(args, "notify", ()), step.run_dir)
+    if outcome.status == "cancelled":
+        end_job_cancelled(slurm_job_id(env))
     if done.record_error is not None:
         raise done.record_error  # one line naming run.json and the errno (cli)
     return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
+
+
+def end_job_cancelled(job_id: str) -> None:
+    """`noderun cancel` ended the run (every rank checkpointed): end the job CANCELLED, as
+    run.json says, rather than FAILED by the launcher's exit code (`sacct`, `squeue`). Done
+    here, by the job itself, so it holds whoever waits for the cancel (after --now the job is
+    already cancelled: scancel of it again is harmless)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # scancel's SIGTERM: we end on our own
+    error = scancel(job_id)
+    if error:
+        print(f"noderun: warning: scancel {job_id} failed ({error}): SLURM may show the "
+              "cancelled job as FAILED", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _followed(run_dir: Path, record: RunRecord) -> bool:

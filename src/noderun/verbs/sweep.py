@@ -17,7 +17,7 @@ from noderun import notify, rundir
 from noderun.errors import UsageError
 from noderun.sweep.grid import ParamError, Point, expand, parse_param, point_args
 from noderun.sweep.runner import PointJob, already_done, final_metrics, judge, run_jobs
-from noderun.sweep.table import SweepRow, rows_csv, rows_text
+from noderun.sweep.table import SweepRow, row_json, rows_csv, rows_text
 from noderun.verbs.options import (
     NOTIFY_OPTION,
     SCRIPT_ARGUMENTS,
@@ -53,6 +53,9 @@ OPTIONS = OptionTable(
         value("--point-timeout", type=positive_int, metavar="SECONDS",
               help="locally: stop a point after this long (default: no limit)"),
         NOTIFY_OPTION,
+        switch("--json", help="print one JSON object at the end on stdout (schema, sweep "
+               "directory, files, one object per point as in sweep.csv); the progress and "
+               "the table go to stderr"),
         switch("--submit", help="one SLURM job array, task i running point i (requeued alone "
                "when preempted); the sweep follows it to the end"),
         value("--partition", help="with --submit: the partition"),
@@ -186,6 +189,13 @@ def _report(args: argparse.Namespace, script: Path, out: Path, rows: list[SweepR
     print(f"noderun: sweep of {len(rows)} point(s) in {out}: {', '.join(written)}", flush=True)
     if failed:
         print(f"noderun: {len(failed)} point(s) failed: {', '.join(failed)}", file=sys.stderr)
+    args.json_result = {  # printed by --json
+        "verb": "sweep",
+        "out": str(out),
+        "files": written,
+        "failed": failed,
+        "points": [row_json(r) for r in rows],
+    }
     if args.notify:
         notify.send(args.notify, {
             "event": "sweep_end" if not failed else "sweep_failure",

@@ -21,7 +21,7 @@ from noderun.verify.slurm_checks import (
     summary_rows,
 )
 
-_JOB_ID = re.compile(r"^\d+$")
+_JOB_ID = re.compile(r"^\d+(_\d+)?$")  # an array task: <array job>_<task>
 _RUN_DIR_HINT = "pass a run directory (runs/<name>-…) or a SLURM job id"
 _REQUIRE_FIX = "write it under the run directory (NODERUN_RUN_DIR), or drop it from --require"
 
@@ -51,14 +51,16 @@ def resolve_target(target: str) -> Path:
     record = slurm.job_record(target)
     if record is None:
         raise UsageError(f"unknown SLURM job id {target}", "check it with `sacct -j ID`")
+    target = record.array_task or target  # an array task's own id: run.json names <array>_<task>
     paths = [Path(p) for p in record.paths()]
     for candidate in paths:
         for folder in (candidate.parent, candidate.parent.parent):
-            run_json = folder / "run.json"
-            if run_json.is_file() and f'"job_id": "{target}"' in run_json.read_text(
-                errors="replace"
-            ):
-                return folder
+            # the run directory itself, or (a sweep's array: its output is the sweep's) a point's
+            for run_json in [folder / "run.json", *sorted(folder.glob("*/run.json"))]:
+                if run_json.is_file() and f'"job_id": "{target}"' in run_json.read_text(
+                    errors="replace"
+                ):
+                    return run_json.parent
     for root in [Path.cwd(), *(p for p in paths if p.is_dir())]:
         found = run_dirs_of_job(root, target)
         if found:
