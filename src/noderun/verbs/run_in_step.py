@@ -28,10 +28,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from noderun import group_watch, rundir, secret_env, timeline
+from noderun import cancel_request, group_watch, rundir, secret_env, timeline
 from noderun.backends.result import Failure, Result, WorkerExit
 from noderun.backends.slurm import write_sacct_summary
 from noderun.backends.slurm_step import StepBackend, StepSupervisor
+from noderun.backends.supervise import cancelled
 from noderun.errors import NoderunError, UsageError
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.run_record import versions
@@ -312,6 +313,9 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
     record = StepBackend(step, facts.job_id, command, known_as=slurm_job_id(environ)).describe()
     if leader:
         _clear_results(step, facts, since)
+        cancel_request.clear(
+            step.run_dir
+        )  # an earlier run's; `noderun cancel` of this one comes later
         record.launch, record.step_command = "srun noderun run", None
         record.extra["step_id"] = facts.step_id
         timeline.stamp(step.run_dir, "launcher_started", "launcher", at=since)
@@ -343,7 +347,7 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
         result.exit_code = 128 + child.signalled
     elif worst != 0:
         result.failure = supervisor.diagnose(worst)
-    outcome = result.outcome(step.run_dir)
+    outcome = cancelled(result.outcome(step.run_dir), step.run_dir)  # `noderun cancel JOB`
     timeline.stamp(step.run_dir, "teardown_done", "launcher")
     record.end(outcome, rundir.now_iso())
     record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(codes.items())}
@@ -355,6 +359,8 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
         return 2  # the entry refused the command line (its one line is already out)
     done = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
+    if outcome.status == "cancelled":  # the user's job ends CANCELLED, its later steps too
+        run_slurm.end_job_cancelled(slurm_job_id(environ))
     return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
 
 
