@@ -53,6 +53,7 @@ CAUSES: dict[str, str] = {
     "finalization-abort": "a rank aborted after its work ended (at interpreter exit, teardown)",
     "ssh-unreachable": "the launcher cannot ssh into another node (keys, sshd, host name)",
     "shm-exhausted": "/dev/shm has no room for shared-memory segments (data workers, NCCL)",
+    "disk-full": "a filesystem the job writes to is full or over its quota",
     "duplicate-gpu": "two ranks on one node use the same GPU",
     "link-fault": "a network link (InfiniBand/RoCE port) is failing",
     "time-limit": "SLURM ended the job at its time limit",
@@ -128,6 +129,10 @@ _SHM_FIX = (
     "DataLoader workers"
 )
 _CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
+_CANCEL_FIX = (
+    "find who cancelled it (`sacct -j ID -o State` says CANCELLED by UID); start srun from "
+    "sbatch (or tmux/nohup), not from a session that may close; resume from a checkpoint"
+)
 _ABORT_FIX = (
     "the work finished; torch 2.13's gloo backend aborts in interpreter teardown (pytorch/pytorch "
     "PR 179291): run under `noderun run`/`noderun submit`, whose rank entry exits before that "
@@ -196,7 +201,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-fault",
         r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
-        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus|"
+        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|fallen off the bus|"
         r"Unable to determine the device handle for GPU.*GPU is lost",
         "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
         "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
@@ -255,7 +260,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "network-unreachable",
         r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
         r"Unable to find address for|no socket interface found|"
-        r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed|"
+        r"Bootstrap : no socket interface|NCCL WARN.*[Cc]onnect.*failed|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
         r"NET/Socket : .*failed|NET/IB ?: Got completion from peer .* with (error|status=[1-9])",
@@ -273,7 +278,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-unreachable",
         r"ssh: connect to host .* port \d+:|Permission denied \(publickey|"
         r"Host key verification failed|ssh: Could not resolve hostname|"
-        r"ssh exited with exit code 255",
+        r"ssh exited with exit code 255|"
+        # deepspeed's launcher (launcher/runner.py) checks `ssh -o PasswordAuthentication=no
+        # HOST hostname` before it starts anything, and says so when that fails
+        r"Command '?ssh .*returned non-zero exit status 255|was not reachable via ssh",
         "the launcher could not ssh into a node",
         _SSH_FIX,
     ),
@@ -284,9 +292,20 @@ SIGNATURES: tuple[Signature, ...] = (
         r"/dev/shm.*No space left on device|"
         # NCCL (include/shm.h) sizing its segment; torch's DataLoader on a worker's SIGBUS
         r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit|"
-        r"failed to extend /dev/shm/\S+ to \d+ bytes",
+        r"failed to extend /dev/shm/\S+ to \d+ bytes|"
+        # torch's shared-memory tensors (MapAllocator) live in /dev/shm as /torch_<pid>_<n>
+        r"unable to (write to|open|mmap) file </torch_",
         "/dev/shm is too small for the shared memory segments",
         _SHM_FIX,
+    ),
+    # errno ENOSPC (28) and EDQUOT (122) as Python and the C library word them: after the
+    # /dev/shm signatures, which claim the same words for shared memory
+    Signature(
+        "disk-full",
+        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b",
+        "a write failed: the filesystem is full or the user's quota is used up",
+        "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
+        "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
     ),
     Signature(
         "connection-refused",
@@ -540,6 +559,28 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
+    ),
+    # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
+    # the session that ran srun ended): after the DUE TO … lines above. The job's line is
+    # that cancel; a step's line alone is also what a step killed after a failure prints,
+    # so it only counts when nothing else was found
+    Signature(
+        "interrupted",
+        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        "SLURM cancelled the job without a reason: someone ran scancel, or the session that "
+        "ran srun ended",
+        _CANCEL_FIX,
+        Tier.CONSEQUENCE,
+        run_failed=True,
+    ),
+    Signature(
+        "interrupted",
+        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        "SLURM cancelled the job step without a reason (scancel, the srun session ended, or "
+        "srun stopped the step after a task failed)",
+        _CANCEL_FIX,
+        Tier.WEAK,
+        run_failed=True,
     ),
     # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
     # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)
