@@ -263,7 +263,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Bootstrap : no socket interface|NCCL WARN.*[Cc]onnect.*failed|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
-        r"NET/Socket : .*failed|NET/IB ?: Got completion from peer .* with (error|status=[1-9])",
+        r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
+        # NCCL's verbs wrapper (misc/ibvwrap.cc): moving a queue pair to RTR/RTS needs the
+        # remote NIC reachable (routing, GID index, rails)
+        r"Call to ibv_modify_qp failed",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
@@ -310,7 +313,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
-        r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve",
+        r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve|"
+        r"Name does not resolve",  # musl's (Alpine, busybox) EAI_NONAME
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
