@@ -150,6 +150,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "create the directory on every node (or submit from a shared one) if the job needs it",
         Tier.WARNING,
     ),
+    # PMIx's shared-memory store (src/mca/gds/ds12/gds_ds12_lock_pthread.c) logs its lock's
+    # init/finalize failing with PMIX_ERROR_LOG; srun --mpi=pmix and mpirun jobs run on
+    # (openpmix#1716, open-mpi/ompi#7516)
+    Signature(
+        "warning",
+        r"PMIX ERROR: ERROR in file \S*gds_ds12_lock_pthread\.c at line \d+",
+        "PMIx could not set up or tear down its shared-memory store lock (harmless noise)",
+        "nothing to do if the job ran; a newer PMIx/Open MPI no longer prints it",
+        Tier.WARNING,
+    ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
     Signature(
         "missing-launcher",
