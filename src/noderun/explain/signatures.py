@@ -92,9 +92,15 @@ class Signature:
     tier: Tier = Tier.ROOT
     refuted_by: str = ""  # a SIGNS key: when seen anywhere, this finding is moot
     run_failed: bool = False  # a launcher reporting that the run failed
+    # the process that printed it was taken down by it: no sign of finished work outweighs it
+    # (unlike run_failed, it does not rank the line after a rank's own words)
+    ends_run: bool = False
     # says only that something failed (an exception's type, an exit code): within the same
     # second a line of the same tier that says why is the better evidence (findings.Ranker)
     generic: bool = False
+    # evidence of a cause only when no other failure was found (a step's reason-less
+    # CANCELLED line is also what srun prints when it stops a step after a task failed)
+    alone: bool = False
 
     def __post_init__(self) -> None:
         known = {Tier.SIGN: SIGNS, Tier.WARNING: WARNINGS}.get(self.tier, CAUSES)
@@ -393,9 +399,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "that never ends; the stall report holds every rank's stack",
         Tier.WEAK,
     ),
+    # ProcessGroupNCCL's watchdog (ProcessGroupNCCL.cpp): after this line it takes the whole
+    # process down ("To avoid data inconsistency, we are taking the entire process down")
     Signature(
         "collective-timeout",
-        r"Watchdog caught collective operation timeout|[Cc]ollective operation timeout|"
+        r"Watchdog caught collective operation timeout",
+        "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
+        "make every rank call the same collectives in the same order; find the stuck rank "
+        "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
+        ends_run=True,
+    ),
+    Signature(
+        "collective-timeout",
+        r"[Cc]ollective operation timeout|"
         r"Timed out waiting \d+ms for (recv|send)|"
         r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout|NCCL timeout|"
         r"collective.*timed out",
@@ -595,6 +611,7 @@ SIGNATURES: tuple[Signature, ...] = (
         _CANCEL_FIX,
         Tier.WEAK,
         run_failed=True,
+        alone=True,
     ),
     # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
     # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)
