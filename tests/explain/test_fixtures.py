@@ -193,6 +193,7 @@ def test_every_cause_id_of_the_issue_is_known():
         "gpu-fault",
         "nccl-config",
         "nccl-version-bug",
+        "disk-full",  # the third pass: ENOSPC/EDQUOT on checkpoints and caches
     }
     from_verbs = {"cancelled"}  # issue 28: `noderun cancel` (tests/verbs/test_manage_local.py)
     assert set(CAUSES) == issue_ids | from_corpus | from_verbs

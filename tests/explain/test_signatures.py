@@ -42,6 +42,16 @@ FROM_CORPUS = {
     "nemorun-266-nccl-2-25-internal-error": "nccl-version-bug",  # ncclInternalError's text
     "trtllm-4238-nccl-2251-invalid-argument-2nodes": "version-mismatch",  # Cuda failure 1
     "horovod-2907-rank-sigkill-others-gloo-ioexception": "rank-crashed",  # bash's Killed
+    # the third pass, from the tuning part of the grown corpus
+    "dolly-139-checkpoint-no-space-left": "disk-full",  # [Errno 28] ENOSPC
+    "cyclegan-1456-disk-quota-save-image": "disk-full",  # [Errno 122] EDQUOT
+    "deepspeed-4907-ssh-check-master-itself-255": "ssh-unreachable",  # runner.py's ssh check
+    "nccl-1105-accelerate-no-route-main-socket-timeout": "network-unreachable",  # Net : Connect
+    "nccl-2013-ibv-modify-qp-timeout-rail-nics": "network-unreachable",  # ibvwrap QP RTR
+    "nccl-426-roce-completion-error-12-gid-index": "network-unreachable",  # older IB wording
+    "msswift-6368-dlc-master-name-does-not-resolve": "connection-refused",  # musl EAI_NONAME
+    "nvsentinel-155-gpu-fallen-off-bus-no-xid": "gpu-fault",  # NVRM multi-line report
+    "shinecluster-4-srun-step-cancelled-session-closed": "interrupted",  # reason-less STEP
 }
 
 
@@ -269,3 +279,60 @@ def test_ncclinternalerrors_last_error_line_says_why(tmp_path: Path) -> None:
     assert explain([log])[0].cause == "nccl-config"
     alone = write(tmp_path / "a.log", *Path(log).read_text().splitlines()[:3])
     assert explain([alone])[0].cause == "nccl-version-bug"
+
+
+def test_a_scancelled_job_is_interrupted_and_its_steps_line_is_not_the_cause(
+    tmp_path: Path,
+) -> None:
+    # the lines scancel leaves (same wording as qiskit-community/spank-plugins#17's slurm-3.out)
+    log = write(
+        tmp_path / "slurm-3.out",
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        "slurmstepd: error: *** STEP 3.0 ON c1 CANCELLED AT 2025-02-13T15:47:35 ***",
+        "slurmstepd: error: *** JOB 3 ON c1 CANCELLED AT 2025-02-13T15:47:35 ***",
+        "srun: forcing job termination",
+    )
+    root = explain([log])[0]
+    assert root.cause == "interrupted" and "*** JOB 3" in root.evidence.text
+
+
+def test_a_steps_reasonless_cancel_yields_to_what_killed_it(tmp_path: Path) -> None:
+    # knet-30 / hafs-101: the OOM handler's line, then the step's CANCELLED line
+    log = write(
+        tmp_path / "oom.out",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=9411285.0. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler.",
+        "srun: error: gpu20-15: task 0: Out Of Memory",
+        "slurmstepd: error: *** STEP 9411285.0 ON gpu20-15 CANCELLED AT 2022-05-17T17:58:10 ***",
+    )
+    assert explain([log])[0].cause == "out-of-memory"
+
+
+def test_a_shared_memory_full_line_is_not_a_full_disk() -> None:
+    nccl = "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on device"
+    assert Scanner().classify(nccl).cause == "shm-exhausted"  # type: ignore[union-attr]
+    torch_shm = "RuntimeError: unable to write to file </torch_1394_2747491098>"
+    assert Scanner().classify(torch_shm).cause == "shm-exhausted"  # type: ignore[union-attr]
+
+
+def test_pmix_lock_noise_on_a_run_that_worked_is_no_failure(tmp_path: Path) -> None:
+    # openpmix/openpmix#1716: the program ran and printed; PMIx logged its lock's teardown
+    log = write(
+        tmp_path / "mpi.out",
+        "[host:35779] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 206",
+        "Hello World",
+    )
+    assert explain([log]) == []
+
+
+def test_a_watchdog_timeout_after_the_work_finished_is_still_a_failure(tmp_path: Path) -> None:
+    # autocast-381 (tuning part): fit() ended, then rank 0 waited in a barrier the others
+    # never joined until ProcessGroupNCCL's watchdog took the process down
+    log = write(
+        tmp_path / "job.out",
+        "`Trainer.fit` stopped: `max_epochs=3` reached.",
+        "[Rank 0] Watchdog caught collective operation timeout:",
+        "  WorkNCCL(..., OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000)",
+    )
+    root = explain([log])[0]
+    assert root.cause == "finalization-abort" and "Watchdog caught" in root.evidence.text

@@ -32,6 +32,7 @@ class Finding:
     time: float | None
     occurrences: int = 1
     refuted_by: str = ""  # a sign that makes this finding moot (signatures.Signature)
+    alone: bool = False  # a cause only when nothing else failed (signatures.Signature)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,7 +88,7 @@ class Ranker:
             if signature.cause == "finalization-abort" and errors_before:
                 continue  # aborting after an error: the error is the cause
             errors_before = errors_before or signature.tier <= Tier.CONSEQUENCE
-            if signature.run_failed:
+            if signature.run_failed or signature.ends_run:
                 self.failed_unless.add(signature.refuted_by)
             self.counts[signature.cause] = self.counts.get(signature.cause, 0) + 1
             if hit.time is not None:
@@ -145,4 +146,5 @@ def _finding(hit: Hit, when: float | None) -> Finding:
         tier=hit.signature.tier,
         time=when,
         refuted_by=hit.signature.refuted_by,
+        alone=hit.signature.alone,
     )

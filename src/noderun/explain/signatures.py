@@ -53,6 +53,7 @@ CAUSES: dict[str, str] = {
     "finalization-abort": "a rank aborted after its work ended (at interpreter exit, teardown)",
     "ssh-unreachable": "the launcher cannot ssh into another node (keys, sshd, host name)",
     "shm-exhausted": "/dev/shm has no room for shared-memory segments (data workers, NCCL)",
+    "disk-full": "a filesystem the job writes to is full or over its quota",
     "duplicate-gpu": "two ranks on one node use the same GPU",
     "link-fault": "a network link (InfiniBand/RoCE port) is failing",
     "time-limit": "SLURM ended the job at its time limit",
@@ -91,9 +92,15 @@ class Signature:
     tier: Tier = Tier.ROOT
     refuted_by: str = ""  # a SIGNS key: when seen anywhere, this finding is moot
     run_failed: bool = False  # a launcher reporting that the run failed
+    # the process that printed it was taken down by it: no sign of finished work outweighs it
+    # (unlike run_failed, it does not rank the line after a rank's own words)
+    ends_run: bool = False
     # says only that something failed (an exception's type, an exit code): within the same
     # second a line of the same tier that says why is the better evidence (findings.Ranker)
     generic: bool = False
+    # evidence of a cause only when no other failure was found (a step's reason-less
+    # CANCELLED line is also what srun prints when it stops a step after a task failed)
+    alone: bool = False
 
     def __post_init__(self) -> None:
         known = {Tier.SIGN: SIGNS, Tier.WARNING: WARNINGS}.get(self.tier, CAUSES)
@@ -128,6 +135,10 @@ _SHM_FIX = (
     "DataLoader workers"
 )
 _CRASH_FIX = "read the first failing rank's traceback above; the other ranks only lost their peer"
+_CANCEL_FIX = (
+    "find who cancelled it (`sacct -j ID -o State` says CANCELLED by UID); start srun from "
+    "sbatch (or tmux/nohup), not from a session that may close; resume from a checkpoint"
+)
 _ABORT_FIX = (
     "the work finished; torch 2.13's gloo backend aborts in interpreter teardown (pytorch/pytorch "
     "PR 179291): run under `noderun run`/`noderun submit`, whose rank entry exits before that "
@@ -143,6 +154,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"slurmstepd: error: couldn't chdir to .*going to /tmp instead",
         "slurmstepd could not enter the working directory on a node and ran the step in /tmp",
         "create the directory on every node (or submit from a shared one) if the job needs it",
+        Tier.WARNING,
+    ),
+    # PMIx's shared-memory store (src/mca/gds/ds12/gds_ds12_lock_pthread.c) logs its lock's
+    # init/finalize failing with PMIX_ERROR_LOG; srun --mpi=pmix and mpirun jobs run on
+    # (openpmix#1716, open-mpi/ompi#7516)
+    Signature(
+        "warning",
+        r"PMIX ERROR: ERROR in file \S*gds_ds12_lock_pthread\.c at line \d+",
+        "PMIx could not set up or tear down its shared-memory store lock (harmless noise)",
+        "nothing to do if the job ran; a newer PMIx/Open MPI no longer prints it",
         Tier.WARNING,
     ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
@@ -196,7 +217,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-fault",
         r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
-        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|GPU has fallen off the bus|"
+        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|fallen off the bus|"
         r"Unable to determine the device handle for GPU.*GPU is lost",
         "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
         "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
@@ -255,10 +276,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "network-unreachable",
         r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
         r"Unable to find address for|no socket interface found|"
-        r"Bootstrap : no socket interface|NCCL WARN.*connect.*failed|"
+        r"Bootstrap : no socket interface|NCCL WARN.*[Cc]onnect.*failed|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
-        r"NET/Socket : .*failed|NET/IB ?: Got completion from peer .* with (error|status=[1-9])",
+        r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
+        # NCCL's verbs wrapper (misc/ibvwrap.cc): moving a queue pair to RTR/RTS needs the
+        # remote NIC reachable (routing, GID index, rails)
+        r"Call to ibv_modify_qp failed",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
@@ -273,7 +297,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "ssh-unreachable",
         r"ssh: connect to host .* port \d+:|Permission denied \(publickey|"
         r"Host key verification failed|ssh: Could not resolve hostname|"
-        r"ssh exited with exit code 255",
+        r"ssh exited with exit code 255|"
+        # deepspeed's launcher (launcher/runner.py) checks `ssh -o PasswordAuthentication=no
+        # HOST hostname` before it starts anything, and says so when that fails
+        r"Command '?ssh .*returned non-zero exit status 255|was not reachable via ssh",
         "the launcher could not ssh into a node",
         _SSH_FIX,
     ),
@@ -284,14 +311,26 @@ SIGNATURES: tuple[Signature, ...] = (
         r"/dev/shm.*No space left on device|"
         # NCCL (include/shm.h) sizing its segment; torch's DataLoader on a worker's SIGBUS
         r"posix_fallocate failed|workers are out of shared memory|raise your shared memory limit|"
-        r"failed to extend /dev/shm/\S+ to \d+ bytes",
+        r"failed to extend /dev/shm/\S+ to \d+ bytes|"
+        # torch's shared-memory tensors (MapAllocator) live in /dev/shm as /torch_<pid>_<n>
+        r"unable to (write to|open|mmap) file </torch_",
         "/dev/shm is too small for the shared memory segments",
         _SHM_FIX,
+    ),
+    # errno ENOSPC (28) and EDQUOT (122) as Python and the C library word them: after the
+    # /dev/shm signatures, which claim the same words for shared memory
+    Signature(
+        "disk-full",
+        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b",
+        "a write failed: the filesystem is full or the user's quota is used up",
+        "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
+        "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
     ),
     Signature(
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
-        r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve",
+        r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve|"
+        r"Name does not resolve",  # musl's (Alpine, busybox) EAI_NONAME
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
@@ -360,9 +399,19 @@ SIGNATURES: tuple[Signature, ...] = (
         "that never ends; the stall report holds every rank's stack",
         Tier.WEAK,
     ),
+    # ProcessGroupNCCL's watchdog (ProcessGroupNCCL.cpp): after this line it takes the whole
+    # process down ("To avoid data inconsistency, we are taking the entire process down")
     Signature(
         "collective-timeout",
-        r"Watchdog caught collective operation timeout|[Cc]ollective operation timeout|"
+        r"Watchdog caught collective operation timeout",
+        "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
+        "make every rank call the same collectives in the same order; find the stuck rank "
+        "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
+        ends_run=True,
+    ),
+    Signature(
+        "collective-timeout",
+        r"[Cc]ollective operation timeout|"
         r"Timed out waiting \d+ms for (recv|send)|"
         r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout|NCCL timeout|"
         r"collective.*timed out",
@@ -540,6 +589,29 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
+    ),
+    # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
+    # the session that ran srun ended): after the DUE TO … lines above. The job's line is
+    # that cancel; a step's line alone is also what a step killed after a failure prints,
+    # so it only counts when nothing else was found
+    Signature(
+        "interrupted",
+        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        "SLURM cancelled the job without a reason: someone ran scancel, or the session that "
+        "ran srun ended",
+        _CANCEL_FIX,
+        Tier.CONSEQUENCE,
+        run_failed=True,
+    ),
+    Signature(
+        "interrupted",
+        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        "SLURM cancelled the job step without a reason (scancel, the srun session ended, or "
+        "srun stopped the step after a task failed)",
+        _CANCEL_FIX,
+        Tier.WEAK,
+        run_failed=True,
+        alone=True,
     ),
     # slurmstepd's line when a preempted job is requeued: the step's end, not a crash (before
     # the general "*** STEP … CANCELLED" below; a rank log keeps it across the restart)

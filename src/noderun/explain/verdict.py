@@ -108,6 +108,8 @@ def judge(
         )
     if any(f.tier is not Tier.LAST_RESORT for f in problems):
         problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
+    if any(not f.alone and f.tier is not Tier.LAST_RESORT for f in problems):
+        problems = [f for f in problems if not f.alone]
     if problems and problems[0].cause == "time-limit":
         hang = next((f for f in problems if f.cause in _HANGS), None)
         if hang is not None:  # it hung, then ran out of time

@@ -209,10 +209,16 @@ def _ranks(ranks: list[int]) -> str:
 
 
 def _first_error(path: Path) -> Hit | None:
-    """The first line of a rank log that `noderun explain` counts as an error (not a warning)."""
+    """The first line of a rank log that `noderun explain` counts as an error (not a warning):
+    a cause or its consequence, or a launcher's or scheduler's report that the run failed (a
+    step cancelled without a reason is only a weak hint of why, but it did end the run)."""
     try:
         return next(
-            (h for h in _scanner().scan(path) if h.signature.tier in (Tier.ROOT, Tier.CONSEQUENCE)),
+            (
+                h
+                for h in _scanner().scan(path)
+                if h.signature.tier in (Tier.ROOT, Tier.CONSEQUENCE) or h.signature.run_failed
+            ),
             None,
         )
     except OSError:
