@@ -3,7 +3,8 @@ running with its job id, its status (SLURM state and both ranks) as JSON, rank 1
 job id (and those since a time, cut inside the log); a graceful cancel (`scancel
 --signal=USR1`) checkpoints every rank and ends the job CANCELLED (as SLURM's accounting says
 too) without requeueing it, although it was submitted --requeue; the same submit resumes it.
-A torchrun-mode job: cancelled gracefully, resumed by the same submit, then cancelled at once."""
+A torchrun-mode job: cancelled gracefully, resumed by a user's own batch script (`srun noderun
+run`) and cancelled gracefully again, then resumed by the same submit and cancelled at once."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import wait_for_job
-from tests.conftest import ROOT, SCRIPTS, noderun, wait_until
+from tests.conftest import ROOT, SCRIPTS, clean_env, noderun, wait_until
 from tests.slurm.lab import job_id_of, read_json, require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -110,9 +112,11 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
     tmp_path: Path,
 ) -> None:
     """A torchrun-mode job (SIGUSR1 reaches the ranks through their torchrun agents): `cancel
-    JOB` checkpoints every rank and the job ends CANCELLED; the same submit resumes it from that
-    checkpoint; `cancel --now` of the new job scancels it at once, no checkpoint asked for: it
-    ends CANCELLED, run.json `cancelled` (written by cancel when SLURM killed the launcher
+    JOB` checkpoints every rank and the job ends CANCELLED. A user's own batch script whose
+    `srun noderun run` resumes it is cancelled gracefully the same way: run.json `cancelled`
+    (not `preempted`), the job CANCELLED, the script's later lines not run. The same submit
+    resumes it again; `cancel --now` of that job scancels it at once, no checkpoint asked for:
+    it ends CANCELLED, run.json `cancelled` (written by cancel when SLURM killed the launcher
     first), and a second cancel is refused in one line."""
     require_lab()
     run_dir = tmp_path / "runs" / "paced-torchrun"
@@ -132,10 +136,33 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
         assert read_json(run_dir / "run.json")["status"] == "cancelled"
         assert "preempted by `noderun cancel`" in _text(rank0)
 
+        # the user's own sbatch: each task one node of `srun noderun run`, resuming that run
+        user = tmp_path / "user.sbatch"
+        user.write_text(
+            "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --cpus-per-task=2 --time=10\n"
+            f"#SBATCH --output={tmp_path / 'user.out'}\ncd {ROOT}\n"
+            f"srun {Path(sys.executable).parent / 'noderun'} run --run-dir {run_dir} {PACED} "
+            "--resume auto --max-steps 600\necho AFTER THE STEP\n"
+        )
+        resumes = _text(rank0).count("noderun: resumed from")
+        done = subprocess.run(["sbatch", "--parsable", str(user)], capture_output=True,
+                              text=True, env=clean_env(PACED_STEP_SEC="0.1"))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        jobs.append(job := done.stdout.strip().split(";")[0])
+        assert wait_until(lambda: _text(rank0).count("noderun: resumed from") > resumes, 240)
+        cancelled = noderun(["cancel", job], timeout=240)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
+        assert wait_for_job(job, poll=0.5, max_poll=0.5).state == "CANCELLED"
+        record = read_json(run_dir / "run.json")
+        assert record["status"] == "cancelled" and record["launch"] == "srun noderun run", record
+        assert "AFTER THE STEP" not in _text(tmp_path / "user.out")
+
+        resumes = _text(rank0).count("noderun: resumed from")
         resubmitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")
         assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
         jobs.append(job := job_id_of(resubmitted.stdout))
-        assert wait_until(lambda: "noderun: resumed from" in _text(rank0), 240), job
+        assert wait_until(lambda: _text(rank0).count("noderun: resumed from") > resumes, 240)
         cancelled = noderun(["cancel", "--now", job], timeout=120)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "stopped at once" in cancelled.stdout, cancelled.stdout

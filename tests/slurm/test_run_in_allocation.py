@@ -99,20 +99,27 @@ def test_mistakes_are_refused(script: Path, options: dict[str, object], words: l
         assert word in str(err.value)
 
 
-def test_run_dir_of_another_run_is_refused_but_submit_and_requeue_are_not(script: Path) -> None:
+def test_run_dir_of_another_run_is_refused_but_submit_requeue_and_a_stopped_run_are_not(
+    script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `noderun run` locally: a stopped run of another job continues in place; a completed
+    one, or one whose job SLURM still runs, is refused in one line."""
     run_dir = script.parent / "run"
     run_dir.mkdir()
     run_json = run_dir / "run.json"
-    for record, allowed in [
-        ({"status": "submitted"}, True),  # written by noderun submit before sbatch
-        ({"status": "failed", "job_id": "77"}, True),  # this job, requeued
-        ({"status": "completed", "job_id": "12"}, False),
+    monkeypatch.setattr(run_slurm.slurm, "job_alive", lambda job: job == "13")
+    for record, refusal in [
+        ({"status": "submitted"}, None),  # written by noderun submit before sbatch
+        ({"status": "failed", "job_id": "77"}, None),  # this job, requeued
+        ({"status": "cancelled", "job_id": "12"}, None),  # another job's, ended: continued
+        ({"status": "completed", "job_id": "12"}, "holds a completed run"),
+        ({"status": "preempted", "job_id": "13"}, "belongs to SLURM job 13, which has not ended"),
     ]:
         run_json.write_text(json.dumps(record))
-        if allowed:
+        if refusal is None:
             assert run_slurm.build_step(_args(script), BATCH).run_dir == run_dir
         else:
-            with pytest.raises(UsageError, match="already holds a run"):
+            with pytest.raises(UsageError, match=refusal):
                 run_slurm.build_step(_args(script), BATCH)
 
 

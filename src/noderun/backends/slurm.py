@@ -236,6 +236,12 @@ def _sacct_output_files(fields: dict[str, str]) -> dict[str, str]:
     return submit_output_files(submit, text) if submit else {}
 
 
+def job_alive(job_id: str) -> bool:
+    """True while SLURM still runs (or queues) ``job_id``."""
+    state = job_state(job_id)
+    return state is not None and not state.final
+
+
 def job_state(job_id: str) -> JobState | None:
     """The job's state now (scontrol, else sacct), or None when neither knows it."""
     record = job_record(job_id)

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from noderun import group_watch, notify, rundir, secret_env, timeline
+from noderun.backends import slurm
 from noderun.backends.slurm import hostnames, scancel, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
 from noderun.backends.supervise import Policy, supervise
-from noderun.errors import UsageError
 from noderun.plan.run import RunRequest, Where
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.run_record import FOLLOW_STOPPED, RunRecord, versions
@@ -58,13 +58,12 @@ def inside_allocation(environ: Mapping[str, str]) -> bool:
 
 
 def _run_dir(run_dir: Path, job_ids: tuple[str, ...]) -> Path:
-    """``run_dir``, unless it holds another job's run (a requeued job comes back to its own)."""
+    """``run_dir``: new, written by `noderun submit` before sbatch, this job's own (requeued), or
+    another job's run that stopped (preempted, cancelled, failed: continued in place, as
+    locally); a completed run or one of a job still alive is refused in one line."""
     previous = rundir.read_record(run_dir)
-    # noderun submit wrote it before sbatch; a requeued job comes back to its own
     if previous is not None and previous.status != "submitted" and previous.job_id not in job_ids:
-        raise UsageError(
-            f"run directory {run_dir} already holds a run", "pass a new --run-dir or remove it"
-        )
+        rundir.reuse_or_refuse(run_dir, slurm.job_alive)
     return run_dir
 
 

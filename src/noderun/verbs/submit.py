@@ -144,7 +144,7 @@ def build_request(args: argparse.Namespace) -> SubmitRequest:
     flags: TorchrunFlags = read_flags(args)
     program = check_program(args.script, flags.entry)
     run_dir = run_dir_for(args, flags)
-    rundir.reuse_or_refuse(run_dir, job_alive)  # a stopped run continues in place
+    rundir.reuse_or_refuse(run_dir, slurm.job_alive)  # a stopped run continues in place
     return SubmitRequest(
         script=program,
         run_dir=run_dir,
@@ -227,12 +227,6 @@ def write_job(plan: SbatchPlan, followed: bool = False) -> Path:
     previous = rundir.read_record(run_dir)
     rundir.write_record(run_dir, previous.continued_by(record) if previous else record)
     return script
-
-
-def job_alive(job_id: str) -> bool:
-    """True while SLURM still runs (or queues) ``job_id``."""
-    state = slurm.job_state(job_id)
-    return state is not None and not state.final
 
 
 def main(args: argparse.Namespace) -> int:

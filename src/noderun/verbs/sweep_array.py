@@ -21,7 +21,7 @@ from noderun.plan.array import ArrayPlan, array_plan
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.sweep.grid import Point, point_args
 from noderun.topology.contract import job_token
-from noderun.verbs.submit import check_cluster, job_alive, write_job
+from noderun.verbs.submit import check_cluster, write_job
 
 SWEEP_JSON = "sweep.json"
 ARRAY_SCRIPT = "array.sbatch"
@@ -88,7 +88,7 @@ def _submit(
     args: argparse.Namespace, script: Path, out: Path, todo: Sequence[Point]
 ) -> tuple[str, dict[int, str]]:
     for point in todo:  # a point whose job still runs is never submitted twice
-        rundir.reuse_or_refuse(out / point.name, job_alive)
+        rundir.reuse_or_refuse(out / point.name, slurm.job_alive)
     plans = [(p.index, point_plan(args, script, out, p)) for p in todo]
     array = array_plan(plans, args.max_parallel, out, f"sweep-{script.stem}")
     check_cluster(plans[0][1].request)
@@ -127,7 +127,7 @@ def _live_array(out: Path) -> tuple[str, dict[int, str]] | None:
     if not job or not isinstance(tasks, dict):
         return None
     ids = {int(i): str(name) for i, name in tasks.items()}
-    alive = any(job_alive(f"{job}_{i}") for i in ids)
+    alive = any(slurm.job_alive(f"{job}_{i}") for i in ids)
     return (job, ids) if alive else None
 
 
@@ -138,7 +138,7 @@ def _follow(job: str, tasks: dict[int, str]) -> None:
         while True:
             for index, name in sorted(tasks.items()):
                 _wait_task(f"{job}_{index}", name)
-            if not any(job_alive(f"{job}_{index}") for index in tasks):
+            if not any(slurm.job_alive(f"{job}_{index}") for index in tasks):
                 return
     except KeyboardInterrupt:
         print(
