@@ -99,3 +99,38 @@ def test_a_stall_the_job_waits_through_is_sent_from_a_thread(
     payload = json.loads(got.read_text())
     assert payload["event"] == "stall" and payload["status"] == "running"
     assert payload["job_id"] == "9" and "report" in payload["stall"] and not watcher.killed
+
+
+def test_a_real_apprise_url_delivers_the_summary_to_a_local_http_server() -> None:
+    """apprise itself (the `notify` extra), no stand-in: its ``json://`` target POSTs the title
+    and body to a server here; a server that answers 500 is a warning, the run unaffected."""
+    apprise = pytest.importorskip("apprise")
+    import http.server
+    import threading
+
+    posted: list[dict[str, str]] = []
+    status = [200]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(status[0])
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"json://127.0.0.1:{server.server_address[1]}/hook"
+    try:
+        assert apprise.Apprise().add(url)
+        warnings: list[str] = []
+        assert notify.send([url], {"event": "failure", "run_dir": "/r"}, warnings.append) == 0
+        assert posted[0]["title"] == "noderun: failure: /r", posted
+        assert json.loads(posted[0]["message"])["event"] == "failure"
+        status[0] = 500
+        assert notify.send([url], {"event": "end", "run_dir": "/r"}, warnings.append) == 1
+        assert "apprise could not deliver it" in warnings[0] and len(posted) == 2
+    finally:
+        server.shutdown()
