@@ -11,6 +11,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -102,6 +103,23 @@ def start_noderun(args: Sequence[str], **env: str) -> subprocess.Popen[str]:
         text=True,
         env=clean_env(**env),
     )
+
+
+def follow_logs(*args: str) -> tuple[subprocess.Popen[str], list[str], threading.Thread]:
+    """`noderun logs -f ARGS` running, the list its lines arrive in, and the thread reading them
+    (join it once the command ended: then the list is whole)."""
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "noderun", "logs", "-f", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )
+    followed: list[str] = []
+    stdout = follow.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: followed.extend(stdout), daemon=True)
+    reader.start()
+    return follow, followed, reader
 
 
 def run_args(script: Path, run_dir: Path, nnodes: int = 2, nproc: int = 2) -> list[str]:

@@ -7,9 +7,6 @@ host."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ import pytest
 from noderun.exit_codes import EXIT_PREEMPTED
 from tests.conftest import (
     SCRIPTS,
-    clean_env,
+    follow_logs,
     noderun,
     processes_of_run,
     start_noderun,
@@ -63,17 +60,7 @@ def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> N
         ], listed
         shown = noderun(["logs", str(run_dir), "--node", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "noderun", "logs", "-f", "--rank", "1", str(run_dir)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=clean_env(),
-        )
-        followed: list[str] = []
-        stdout = follow.stdout
-        assert stdout is not None
-        reader = threading.Thread(target=lambda: followed.extend(stdout), daemon=True)
-        reader.start()
+        follow, followed, reader = follow_logs("--rank", "1", str(run_dir))
         status = noderun(["status", "--json", str(run_dir)])
         seen = json.loads(status.stdout)
         assert (seen["status"], seen["backend"], seen["nodes"]) == ("running", "ssh", 2), seen

@@ -10,8 +10,6 @@ import json
 import math
 import os
 import subprocess
-import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import SCRIPTS, clean_env, noderun, processes_of_run, start_noderun, wait_until
+from tests.conftest import (
+    SCRIPTS,
+    follow_logs,
+    noderun,
+    processes_of_run,
+    start_noderun,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -69,17 +74,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         before = _steps(shown.stdout.splitlines())
         assert before[:3] == [1, 2, 3], shown.stdout  # rank 1's own lines, without a prefix
 
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "noderun", "logs", "-f", "--rank", "1", str(run_dir)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=clean_env(),
-        )
-        followed: list[str] = []
-        stdout = follow.stdout
-        assert stdout is not None
-        reader = threading.Thread(target=lambda: followed.extend(stdout), daemon=True)
-        reader.start()
+        follow, followed, reader = follow_logs("--rank", "1", str(run_dir))
         assert wait_until(lambda: max(_steps(list(followed)), default=0) > before[-1], 60)
 
         status = noderun(["status", "--json", str(run_dir)])
