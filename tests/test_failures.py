@@ -69,37 +69,3 @@ def test_sigterm_from_the_launcher_is_a_consequence_and_only_consequences_keep_t
     )
     assert failures.first_failure([stopped, watchdog]) == watchdog
     assert failures.first_failure([]) is None
-
-
-def test_torchelastic_summary_lists_every_failed_rank() -> None:
-    summary = failures.ElasticSummary()
-    text = """\
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-============================================================
-gang.py FAILED
-------------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-11-25_10:20:05
-  host      : sshhost2
-  rank      : 3 (local_rank: 1)
-  exitcode  : -9 (pid: 4242)
-  error_file: <N/A>
-  traceback : Signal 9 (SIGKILL) received by PID 4242
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-11-25_10:20:05
-  host      : sshhost2
-  rank      : 2 (local_rank: 0)
-  exitcode  : 1 (pid: 4241)
-  error_file: <N/A>
-  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
-============================================================"""
-    for line in text.splitlines():
-        summary.feed(line)
-    found = summary.candidates(1, {2: _CLOSED})
-    assert [(c.rank, c.exit_code) for c in found] == [(2, 1), (3, -9)]
-    assert found[0].time == found[1].time is not None
-    first = failures.first_failure(found)
-    assert first is not None and first.rank == 3  # torchrun's "root cause" was rank 2

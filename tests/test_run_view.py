@@ -130,7 +130,10 @@ def test_a_ranks_training_position_is_read_from_its_progress_file(tmp_path: Path
     """What the rank's heartbeat writes (TrainingLoop's step and epoch, the attempt's first
     step and time) is what status reads; the stall watch's counter stays the first 8 bytes."""
     from noderun.runtime import heartbeat
-    from noderun.stacks.files import progress_file, read_position, read_progress
+    from noderun.stacks.files import progress_file, read_progress, read_progress_and_position
+
+    def read_position(path: Path) -> object:
+        return read_progress_and_position(path)[1]
 
     run_dir = tmp_path / "run"
     heartbeat._counter = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import math
 import re
@@ -178,60 +177,6 @@ def candidates_of(records: Iterable[ErrorRecord]) -> Iterator[Candidate]:
     """The error records as candidates."""
     for r in records:
         yield Candidate(r.node_rank, r.rank, r.time, r.exit_code, r.error)
-
-
-_SUMMARY_TIME = re.compile(r"^\s*time\s*:\s*(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
-_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")
-_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
-_SUMMARY_ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
-
-
-class ElasticSummary:
-    """Reads torchelastic's ChildFailedError summary (``Failures:`` and ``Root Cause``) line by
-    line: every failed rank it lists, with its time and exit code::
-
-        [1]:
-          time      : 2026-11-25_10:20:05
-          host      : node2
-          rank      : 3 (local_rank: 1)
-          exitcode  : -9 (pid: 4242)
-    """
-
-    def __init__(self) -> None:
-        self.entries: dict[int, dict[str, int | float]] = {}  # rank -> time, local_rank, exit
-        self._current: dict[str, int | float] = {}
-        self._inside = False
-
-    def feed(self, line: str) -> None:
-        if "Failures:" in line or "Root Cause" in line:
-            self._inside, self._current = True, {}
-        elif not self._inside:
-            return
-        elif _SUMMARY_ENTRY.match(line):
-            self._current = {}
-        elif m := _SUMMARY_TIME.match(line):
-            y, mo, d, h, mi, sec = (int(g) for g in m.groups())
-            with contextlib.suppress(ValueError):  # local time, as torchelastic writes it
-                self._current["time"] = datetime.datetime(y, mo, d, h, mi, sec).timestamp()
-        elif m := _SUMMARY_RANK.match(line):
-            self._current["rank"], self._current["local_rank"] = int(m.group(1)), int(m.group(2))
-        elif m := _SUMMARY_EXIT.match(line):
-            self._current["exit_code"] = int(m.group(1))
-            if "rank" in self._current:
-                self.entries.setdefault(int(self._current["rank"]), dict(self._current))
-
-    def candidates(self, node_rank: int, errors: dict[int, str]) -> list[Candidate]:
-        """Every listed rank of ``node_rank``, with its own last error line from ``errors``."""
-        return [
-            Candidate(
-                node_rank,
-                rank,
-                float(e["time"]) if "time" in e else None,
-                int(e["exit_code"]) if "exit_code" in e else None,
-                errors.get(rank, ""),
-            )
-            for rank, e in sorted(self.entries.items())
-        ]
 
 
 def describe(failure: Mapping[str, Any], hosts: Sequence[str] = ()) -> str:

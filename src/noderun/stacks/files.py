@@ -63,11 +63,6 @@ def read_progress_and_position(path: Path) -> tuple[int | None, Position | None]
     return count, _position(data) if len(data) == PROGRESS_SIZE else None
 
 
-def read_position(path: Path) -> Position | None:
-    """The rank's training position (None: unreadable, or no TrainingLoop step yet)."""
-    return read_progress_and_position(path)[1]
-
-
 def _position(data: bytes) -> Position | None:
     step, epoch, first, began, last = POSITION.unpack_from(data, COUNTER.size)
     if step < 0:

@@ -173,7 +173,6 @@ class _Child:
         self.proc: subprocess.Popen[str] | None = None
         self.signalled: int | None = None
         self.me = facts.task
-        self.stopped_for: int | None = None  # another task that failed first
 
     def _pump(self, stream: object) -> None:
         for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
@@ -197,9 +196,7 @@ class _Child:
                 return self.proc.wait(timeout=_PEER_POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
-            failed = _failed_peer(logs, self.me)
-            if failed is not None:
-                self.stopped_for = failed
+            if _failed_peer(logs, self.me) is not None:  # another task failed first
                 self.proc.send_signal(signal.SIGTERM)
                 try:
                     return self.proc.wait(timeout=_STOP_GRACE_SECONDS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -175,7 +174,3 @@ def number(text: str | None) -> float | None:
         return float(text)
     except ValueError:
         return math.nan
-
-
-def dumps_short(value: Any) -> str:
-    return json.dumps(value, default=str)[:120]
