@@ -17,7 +17,7 @@ import pytest
 
 from noderun.backends.ports import free_port
 from noderun.doctor import probe
-from noderun.doctor.checks import check_port
+from noderun.doctor.checks import check_master_reachable, check_port
 from tests.conftest import wait_until
 
 
@@ -81,6 +81,8 @@ def test_a_probe_of_another_job_hears_it_at_once() -> None:
     started = time.monotonic()
     theirs = probe.contact_master("127.0.0.1", port, started + 10, "theirs")
     assert theirs["foreign"] and "another job's doctor" in theirs["error"], theirs
+    check = check_master_reachable({"contact": theirs}, [])
+    assert check.status.value == "FAIL" and "NODERUN_JOB_TOKEN" in check.fix, check
     assert time.monotonic() - started < 3
     assert probe.contact_master("127.0.0.1", port, started + 10, "ours")["reachable"]
     serving.join(timeout=10)

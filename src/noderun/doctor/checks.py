@@ -102,7 +102,10 @@ def check_master_reachable(facts: Facts, _: Sequence[Facts]) -> Check:
         return failed(
             "master-reachable",
             f"the master answers, but {contact.get('error')}",
-            "stop the stale process on the master's port or pass another --master-port",
+            "export the same NODERUN_JOB_TOKEN on every machine started by hand (or on none), "
+            "or pass another --master-port"
+            if contact.get("denied")
+            else "stop the stale process on the master's port or pass another --master-port",
         )
     if not contact.get("reachable"):
         return failed(

@@ -285,7 +285,8 @@ def contact_master(address: str, port: int, deadline: float, token: str = "") ->
             received = time.time()
             if reply.strip() == DENIED:
                 said = f"the doctor at port {port} turned this probe away: {DENIED[7:]}"
-                return {**_no_answer(f"{said} (another job's doctor holds it)"), "foreign": True}
+                why = "another job's doctor, or this node's NODERUN_JOB_TOKEN is not the master's"
+                return {**_no_answer(f"{said} ({why})"), "foreign": True, "denied": True}
             master_time = float(json.loads(reply)["time"])
             return {
                 "reachable": True,
