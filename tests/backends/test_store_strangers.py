@@ -93,3 +93,14 @@ def test_the_boundary_another_user_of_node_0_reads_the_store_even_on_loopback() 
     )  # fmt: skip
     assert other.returncode == 0, other.stderr[-2000:]
     assert other.stdout.split() == ["10.0.0.1", "10.0.0.2"], other.stdout
+
+    # nor can the store be kept private by file permissions: torch serves TCP sockets only (a
+    # Unix socket would have been the way; this fails, and the design can be revisited, when
+    # torch takes one)
+    private = socket.socket(socket.AF_UNIX)
+    private.bind(f"\0noderun-store-{os.getpid()}")
+    private.listen(1)
+    with pytest.raises(dist.DistNetworkError, match=r"ENOTSUP|not supported"):
+        dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=5),
+                      wait_for_workers=False, master_listen_fd=private.fileno())  # fmt: skip
+    private.close()
