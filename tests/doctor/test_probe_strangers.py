@@ -56,8 +56,8 @@ def test_strangers_are_dropped_and_logged_and_the_probes_are_answered_at_once() 
     assert server.seen == ["127.0.0.1", "127.0.0.1"]  # only this job's probes counted
     whys = {why for _, why in server.dropped}
     assert "not this job's token" in whys and "not a doctor probe" in whys, whys
-    assert f"sent more than {probe.HELLO_LIMIT} bytes without a hello" in whys, whys
-    assert "closed without a hello" in whys, whys
+    assert f"sent more than {probe.HELLO_LIMIT} bytes without a line" in whys, whys
+    assert "closed without a line" in whys, whys
     said = [line for line in log if "dropped a connection from 127.0.0.1" in line]
     assert len(said) == len(whys), log  # once per address and reason, the token never shown
     assert not any("t0k" in line or "not-the-token" in line for line in log), log

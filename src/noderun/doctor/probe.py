@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import re
-import selectors
 import shutil
 import socket
 import sys
@@ -30,6 +29,7 @@ from typing import Any
 import psutil
 
 from noderun.doctor.fingerprint import code_facts, path_facts
+from noderun.first_lines import FirstLines
 from noderun.srun_lines import write_marked
 from noderun.topology.contract import RankContract
 
@@ -193,53 +193,23 @@ class _Listener:
         self.dropped: Counter[tuple[str, str]] = Counter()  # strangers: (address, why) -> count
 
     def serve(self, deadline: float) -> None:
-        # a connection in progress: (bytes read so far, the moment it must have said hello)
-        reading: dict[socket.socket, tuple[bytes, float]] = {}
-        with selectors.DefaultSelector() as selector:
-            self.listener.setblocking(False)
-            selector.register(self.listener, selectors.EVENT_READ)
-            while len(self.seen) < self.expected and time.monotonic() < deadline:
-                for key, _ in selector.select(timeout=0.1):
-                    sock = key.fileobj
-                    assert isinstance(sock, socket.socket)
-                    if sock is self.listener:
-                        with contextlib.suppress(BlockingIOError, InterruptedError):
-                            conn, _ = sock.accept()
-                            conn.setblocking(False)
-                            reading[conn] = (b"", time.monotonic() + HELLO_TIMEOUT)
-                            selector.register(conn, selectors.EVENT_READ)
-                        continue
-                    data, until = reading[sock]
-                    try:
-                        chunk = sock.recv(HELLO_LIMIT + 1)
-                    except OSError:
-                        chunk = b""
-                    if b"\n" not in chunk and chunk and len(data + chunk) <= HELLO_LIMIT:
-                        reading[sock] = (data + chunk, until)
-                        continue
-                    del reading[sock]
-                    selector.unregister(sock)
-                    self._judge(sock, data + chunk)
-                for conn, (_, until) in list(reading.items()):
-                    if time.monotonic() > until:
-                        del reading[conn]
-                        selector.unregister(conn)
-                        self._drop(conn, f"said nothing within {HELLO_TIMEOUT:g} s")
-            for conn in reading:
-                conn.close()
+        hellos = FirstLines(self.listener, HELLO_LIMIT, HELLO_TIMEOUT)
+        try:
+            while len(self.seen) < self.expected:
+                got = hellos.next(deadline)
+                if got is None:
+                    return
+                conn, line, why = got
+                if line is None:
+                    self._drop(conn, why)
+                else:
+                    self._judge(conn, line)
+        finally:
+            hellos.close()
 
-    def _judge(self, conn: socket.socket, data: bytes) -> None:
-        line, newline, _ = data.partition(b"\n")
+    def _judge(self, conn: socket.socket, line: bytes) -> None:
         words = line.decode(errors="replace").split()
-        if not newline:
-            too_long = len(data) > HELLO_LIMIT
-            self._drop(
-                conn,
-                f"sent more than {HELLO_LIMIT} bytes without a hello"
-                if too_long
-                else "closed without a hello",
-            )
-        elif len(words) != 2 or words[0] != "HELLO":
+        if len(words) != 2 or words[0] != "HELLO":
             self._drop(conn, "not a doctor probe")
         elif self.token and not hmac.compare_digest(words[1].encode(), self.token.encode()):
             with contextlib.suppress(OSError):
@@ -248,7 +218,6 @@ class _Listener:
         else:
             self.seen.append(_address(conn))
             with conn, contextlib.suppress(OSError):
-                conn.setblocking(True)
                 conn.sendall(json.dumps({"time": time.time()}).encode() + b"\n")
 
     def _drop(self, conn: socket.socket, why: str) -> None:
