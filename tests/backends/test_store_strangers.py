@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
+
+import pytest
 
 from noderun.backends import store_host
 from noderun.backends.node_gate import listen
@@ -49,3 +54,53 @@ def test_strangers_never_stop_or_stall_the_srun_mode_store() -> None:
     for sock in strangers:
         sock.close()
     assert job.get("rank1_addr") == b"10.0.0.2"  # and it serves on after they are gone
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to act as a second user"
+)
+def test_the_boundary_another_user_of_node_0_reads_the_store_even_on_loopback() -> None:
+    """The limit docs/reliability.md states, from a second user's side (``nobody``): the srun-mode
+    store (all interfaces) answers them, and so would a store bound to loopback only, the
+    front-and-forwarder design weighed there: any local user reaches a loopback TCP port, and
+    torch's store has no hook to ask who connects. noderun's gate, by contrast, asks the token
+    (tests/backends/test_gate_strangers.py)."""
+    import torch.distributed as dist
+
+    ports = []
+    for host in ("", "127.0.0.1"):  # the srun-mode store; the loopback-only store weighed
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        sock.listen(16)
+        port = sock.getsockname()[1]
+        fd = int(store_host.hand_over(sock)[store_host.FD_VARIABLE])
+        job = store_host.serve(dist, fd, port)
+        job.set("rank0_addr", f"10.0.0.{len(ports) + 1}")
+        ports.append(port)
+    read = (
+        "import datetime, sys, torch.distributed as d\n"
+        "for port in sys.argv[1:]:\n"
+        "    s = d.TCPStore('127.0.0.1', int(port), None, False,"
+        " datetime.timedelta(seconds=10), wait_for_workers=False)\n"
+        "    print(s.get('rank0_addr').decode())\n"
+    )
+    other = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         sys.executable, "-c", read, *map(str, ports)],
+        capture_output=True, text=True, timeout=60, cwd="/",
+    )  # fmt: skip
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert other.stdout.split() == ["10.0.0.1", "10.0.0.2"], other.stdout
+
+    # nor can the store be kept private by file permissions: torch serves TCP sockets only (a
+    # Unix socket would have been the way; this fails, and the design can be revisited, when
+    # torch takes one)
+    private = socket.socket(socket.AF_UNIX)
+    private.bind(f"\0noderun-store-{os.getpid()}")
+    private.listen(1)
+    with pytest.raises(dist.DistNetworkError, match=r"ENOTSUP|not supported"):
+        dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=5),
+                      wait_for_workers=False, master_listen_fd=private.fileno())  # fmt: skip
+    private.close()

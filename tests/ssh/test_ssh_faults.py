@@ -7,10 +7,13 @@ whole run) and in ``--dry-run`` output."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -160,17 +163,78 @@ def test_a_sigkilled_launcher_leaves_nothing_on_any_host(ssh_lab: SshLab, tmp_pa
     assert f"the launcher (pid {proc.pid}" in verified.stdout, verified.stdout
 
 
-def test_doctor_over_ssh_puts_no_secret_on_a_command_line(ssh_lab: SshLab, tmp_path: Path) -> None:
+def _probe_port_and_token(run_dir: Path) -> tuple[int | None, str | None]:
+    """The doctor's probe port (on the ssh command lines, where it belongs) and, once a probe
+    runs on a host, the job token in its environment (read as root from /proc, as no other
+    user could)."""
+    port = token = None
+    for proc in psutil.process_iter(["cmdline"]):
+        words = proc.info["cmdline"] or []
+        if "noderun.doctor.probe" not in " ".join(words) or str(run_dir) not in " ".join(words):
+            continue
+        line = " ".join(words).split()
+        port = int(line[line.index("--port") + 1])
+        with contextlib.suppress(psutil.Error):
+            token = proc.environ().get("NODERUN__JOB_TOKEN") or token
+    return port, token
+
+
+def _stranger(port: int, stop: threading.Event, turned_away: list[bytes]) -> None:
+    """Another job's probe at sshhost1's port: from before it listens until it was answered."""
+    while not stop.is_set() and not turned_away:
+        try:
+            with socket.create_connection(("127.0.20.1", port), timeout=1) as sock:
+                sock.sendall(b"HELLO another-jobs-token\n")
+                sock.settimeout(5)
+                turned_away.append(sock.recv(100))
+        except OSError:
+            time.sleep(0.002)
+
+
+def test_doctor_over_ssh_keeps_its_token_and_secrets_off_command_lines_and_drops_strangers(
+    ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    """`noderun doctor --hosts` gives its probes a job token over the ssh connection: a
+    connection to the master probe's port without it (here one that arrives with the port) is
+    turned away, logged and warned about, and the probes pass; neither the token nor a secret
+    of the caller's environment stands on any command line on the machine (``ps``).
+
+    Seen failing before: the doctor had no token, its port answered and counted the stranger,
+    and sshhost2's probe then failed master-reachable after the whole wait."""
+    run_dir = tmp_path / "doc"
     proc = subprocess.Popen(
         [sys.executable, "-m", "noderun", "doctor", "--hosts", HOSTS, "--ssh-config",
-         str(ssh_lab.config), "--run-dir", str(tmp_path / "doc")],
-        cwd=ROOT, env=clean_env(**SECRETS), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         str(ssh_lab.config), "--run-dir", str(run_dir), "--json"],
+        cwd=ROOT, env=clean_env(**SECRETS), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    seen: list[str] = []
+    lines: set[str] = set()
+    port = token = None
+    stop, turned_away = threading.Event(), list[bytes]()
+    stranger = None
     while proc.poll() is None:
-        seen += [ln for ln in _all_args() if any(v in ln for v in SECRETS.values())]
+        lines.update(_all_args())
+        if token is None:
+            port, token = _probe_port_and_token(run_dir)
+        if port is not None and stranger is None:
+            stranger = threading.Thread(target=_stranger, args=(port, stop, turned_away))
+            stranger.start()
         time.sleep(0.05)
-    out = proc.stdout.read() if proc.stdout else ""
-    assert "sshhost2" in out, out[-2000:]
-    assert not seen, seen[:3]
+    stop.set()
+    out, err = proc.communicate()
+    if stranger is not None:
+        stranger.join()
+    assert proc.returncode == 0, out[-3000:] + err[-2000:]
+    assert token, "never saw a probe's environment"
+    assert not [ln for ln in lines if token in ln or any(v in ln for v in SECRETS.values())]
+    assert turned_away and turned_away[0].startswith(b"DENIED"), turned_away
+    report = json.loads(out)
+    found = {(c["node"], c["check"]): c for c in report["checks"]}
+    assert found[("sshhost2", "master-reachable")]["status"] == "PASS", report
+    port_check = found[("sshhost1", "port-free")]
+    assert port_check["status"] == "WARN" and "not this job's token" in port_check["detail"]
+    assert found[("all", "collective")]["status"] == "PASS", report
+    probe_log = (run_dir / "logs" / "doctor-probe.log").read_text()
+    assert "noderun doctor: dropped a connection from" in probe_log, probe_log[-2000:]
+    leaked = [p for p in run_dir.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert not leaked, leaked

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from noderun.errors import RendezvousTimeoutError, UsageError
+from noderun.first_lines import FirstLines
 
 _READ_TIMEOUT = 5.0
 _MAX_LINE = 1024  # a HELLO is ~100 bytes
@@ -148,13 +149,18 @@ class NodeGate:
         listener = self._listen()
         arrived: dict[int, tuple[socket.socket, str]] = {}
         deadline = time.monotonic() + self.join_timeout
+        # every connection read at once: a silent one never holds the participants behind it
+        hellos = FirstLines(listener, _MAX_LINE, _READ_TIMEOUT)
         try:
-            while len(arrived) < self.total - 1 and time.monotonic() < deadline:
-                try:
-                    conn, _ = listener.accept()
-                except TimeoutError:
+            while len(arrived) < self.total - 1:
+                got = hellos.next(deadline)
+                if got is None:
+                    break
+                conn, line, _ = got
+                if line is None:
+                    conn.close()  # not one of ours (a port scanner, an endless line, a silent one)
                     continue
-                self._admit(conn, arrived)
+                self._admit(conn, line.decode(errors="replace").strip(), arrived)
             if self.refusal is not None:
                 for conn, _ in arrived.values():
                     _send_line(conn, f"REFUSE {self.refusal}")
@@ -170,13 +176,16 @@ class NodeGate:
             for conn, _ in arrived.values():
                 _read_line(conn, _READ_TIMEOUT)  # wait for the peer to close first: no TIME_WAIT
         finally:
+            hellos.close()
             for conn, _ in arrived.values():
                 conn.close()
             if listener is not self.listener:
                 listener.close()
 
-    def _admit(self, conn: socket.socket, arrived: dict[int, tuple[socket.socket, str]]) -> None:
-        words = _read_line(conn, _READ_TIMEOUT).split(maxsplit=4)
+    def _admit(
+        self, conn: socket.socket, hello: str, arrived: dict[int, tuple[socket.socket, str]]
+    ) -> None:
+        words = hello.split(maxsplit=4)
         if len(words) < 3 or words[0] != "HELLO" or not words[1].isdigit():
             conn.close()  # not one of ours (a port scanner, garbage, a half-open one): ignore it
             return

@@ -102,7 +102,10 @@ def check_master_reachable(facts: Facts, _: Sequence[Facts]) -> Check:
         return failed(
             "master-reachable",
             f"the master answers, but {contact.get('error')}",
-            "stop the stale process on the master's port or pass another --master-port",
+            "export the same NODERUN_JOB_TOKEN on every machine started by hand (or on none), "
+            "or pass another --master-port"
+            if contact.get("denied")
+            else "stop the stale process on the master's port or pass another --master-port",
         )
     if not contact.get("reachable"):
         return failed(
@@ -122,6 +125,16 @@ def check_port(facts: Facts, _: Sequence[Facts]) -> Check:
             "port-free",
             f"port {port['port']} is in use on the master: {port['error']}",
             "stop the process holding it, or pass another --master-port",
+        )
+    dropped = port.get("dropped") or []
+    if dropped:  # the probe turned them away; a training job's gate would too, but say it
+        shown = "; ".join(f"{d['from']} ({d['why']}, x{d['count']})" for d in dropped[:3])
+        return warned(
+            "port-free",
+            f"port {port['port']} free on the master, but connections not from this doctor "
+            f"reached it and were dropped: {shown}",
+            "another job or a port scanner reaches this port: keep the rendezvous port inside "
+            "the cluster's network, or pick another --master-port",
         )
     return passed("port-free", f"port {port['port']} free on the master")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import importlib.util
 import json
 import os
@@ -19,7 +20,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,9 @@ from typing import Any
 import psutil
 
 from noderun.doctor.fingerprint import code_facts, path_facts
+from noderun.first_lines import FirstLines
 from noderun.srun_lines import write_marked
+from noderun.topology.contract import RankContract
 
 MARKER = "NODERUN_DOCTOR_PROBE "
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -162,21 +166,79 @@ def _spare_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(listener: socket.socket, expected: int, deadline: float, seen: list[str]) -> None:
-    """Answer each connecting probe with this host's clock, until all came or time is up."""
-    listener.settimeout(0.2)
-    while len(seen) < expected and time.monotonic() < deadline:
+HELLO_LIMIT = 256  # bytes of a probe's hello line (the token and a little more)
+HELLO_TIMEOUT = 5.0  # a probe says hello at once: a connection silent this long is not one
+DENIED = "DENIED not this job's token"
+
+
+class _Listener:
+    """The master probe's port: answers each probe of this job (its hello line brings the job's
+    token, when the job has one) with this host's clock, until ``expected`` came or time is up.
+    A stranger (another job, a port scanner, garbage, an endless line, a connection that says
+    nothing) is dropped, counted and logged once per peer address and reason; connections are
+    read side by side, so a silent one never holds the probes behind it."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        expected: int,
+        token: str,
+        log: Callable[[str], object] = lambda line: print(line, file=sys.stderr, flush=True),
+    ) -> None:
+        self.listener = listener
+        self.expected = expected
+        self.token = token
+        self.log = log
+        self.seen: list[str] = []  # the probes answered (their addresses)
+        self.dropped: Counter[tuple[str, str]] = Counter()  # strangers: (address, why) -> count
+
+    def serve(self, deadline: float) -> None:
+        hellos = FirstLines(self.listener, HELLO_LIMIT, HELLO_TIMEOUT)
         try:
-            conn, peer = listener.accept()
-        except TimeoutError:
-            continue
-        with conn:
-            conn.sendall(json.dumps({"time": time.time()}).encode() + b"\n")
-            seen.append(peer[0])
+            while len(self.seen) < self.expected:
+                got = hellos.next(deadline)
+                if got is None:
+                    return
+                conn, line, why = got
+                if line is None:
+                    self._drop(conn, why)
+                else:
+                    self._judge(conn, line)
+        finally:
+            hellos.close()
+
+    def _judge(self, conn: socket.socket, line: bytes) -> None:
+        words = line.decode(errors="replace").split()
+        if len(words) != 2 or words[0] != "HELLO":
+            self._drop(conn, "not a doctor probe")
+        elif self.token and not hmac.compare_digest(words[1].encode(), self.token.encode()):
+            with contextlib.suppress(OSError):
+                conn.sendall(DENIED.encode() + b"\n")  # says nothing of the token itself
+            self._drop(conn, "not this job's token")
+        else:
+            self.seen.append(_address(conn))
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(json.dumps({"time": time.time()}).encode() + b"\n")
+
+    def _drop(self, conn: socket.socket, why: str) -> None:
+        address = _address(conn)
+        conn.close()
+        self.dropped[address, why] += 1
+        if self.dropped[address, why] == 1:  # a stranger that retries is said once
+            self.log(
+                f"noderun doctor: dropped a connection from {address} at the master's port: {why}"
+            )
 
 
-def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
-    """Connect (retrying until ``deadline``), read the master's clock: offset like NTP.
+def _address(conn: socket.socket) -> str:
+    with contextlib.suppress(OSError):
+        return str(conn.getpeername()[0])
+    return "an unknown peer"
+
+
+def contact_master(address: str, port: int, deadline: float, token: str = "") -> dict[str, Any]:
+    """Connect (retrying until ``deadline``), say hello with the job's ``token``, read the
+    master's clock: offset like NTP.
 
     A connection that is accepted but never answered is another program holding the port
     (the master's probe could not listen on it): said at once, not retried until the deadline."""
@@ -187,8 +249,13 @@ def contact_master(address: str, port: int, deadline: float) -> dict[str, Any]:
         try:
             with socket.create_connection((address, port), timeout=2) as sock:
                 connected = True
+                sock.sendall(f"HELLO {token or '-'}\n".encode())
                 reply = sock.makefile().readline()
             received = time.time()
+            if reply.strip() == DENIED:
+                said = f"the doctor at port {port} turned this probe away: {DENIED[7:]}"
+                why = "another job's doctor, or this node's NODERUN_JOB_TOKEN is not the master's"
+                return {**_no_answer(f"{said} ({why})"), "foreign": True, "denied": True}
             master_time = float(json.loads(reply)["time"])
             return {
                 "reachable": True,
@@ -222,9 +289,14 @@ def run_probe(
     script: str | None = None,
     paths: Sequence[str] = (),
     is_master: bool | None = None,
+    job_token: str | None = None,
 ) -> dict[str, Any]:
     """This node's facts; ``token_file`` None: no shared run directory to check (nodes
-    started by hand), ``is_master`` None: this is the master if its hostname is ``master``."""
+    started by hand), ``is_master`` None: this is the master if its hostname is ``master``;
+    ``job_token`` (default: the rank contract's, ``NODERUN__JOB_TOKEN``) is what the master's
+    port asks of every probe ('' on every node: nothing asked)."""
+    if job_token is None:
+        job_token = RankContract.from_env(os.environ).job_token or ""
     host = socket.gethostname()
     if is_master is None:
         is_master = host == master or host.split(".")[0] == master.split(".")[0]
@@ -235,7 +307,6 @@ def run_probe(
     facts["env"] = visible_env(os.environ)
     facts["master"] = resolve(master)
     server = None
-    seen: list[str] = []
     if is_master:
         listener = socket.socket()
         try:
@@ -243,14 +314,15 @@ def run_probe(
             listener.listen(64)
             # a second free port, for the collective test that follows this probe
             facts["port"] = {"port": port, "free": True, "error": None, "spare": _spare_port()}
-            server = threading.Thread(target=_serve, args=(listener, nnodes, deadline, seen))
-            server.start()
+            server = _Listener(listener, nnodes, job_token)
+            serving = threading.Thread(target=server.serve, args=(deadline,))
+            serving.start()
         except OSError as err:
             listener.close()
             # the collective still needs a port: a free one, not port+1 (the next job's port)
             facts["port"] = {"port": port, "free": False, "error": str(err), "spare": _spare_port()}
     address = (facts["master"]["addresses"] or [master])[0]
-    facts["contact"] = contact_master(address, port, deadline)
+    facts["contact"] = contact_master(address, port, deadline, job_token)
     facts["route"] = route_interface(address, port)
     facts["interfaces"] = sorted(psutil.net_if_addrs())
     if token_file is None:
@@ -267,9 +339,13 @@ def run_probe(
     facts["code"] = code_facts(script)
     facts["paths"] = path_facts(paths)
     if server is not None:
-        server.join()
+        serving.join()
         listener.close()
-        facts["port"]["clients"] = len(seen)
+        facts["port"]["clients"] = len(server.seen)
+        facts["port"]["dropped"] = [
+            {"from": address, "why": why, "count": count}
+            for (address, why), count in server.dropped.most_common(20)
+        ]
     facts["time"] = time.time()
     return facts
 
@@ -280,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--nnodes", type=int, default=1)
     parser.add_argument("--token-file", type=Path, required=True)
-    parser.add_argument("--token", required=True)
+    parser.add_argument("--token", required=True, help="what --token-file holds (no secret)")
     parser.add_argument("--wait", type=float, default=20.0)
     parser.add_argument("--script", help="hash this file (the training script)")
     parser.add_argument("--check-path", action="append", default=[], dest="paths")

@@ -126,12 +126,20 @@ def _probe_argv(
     ]  # fmt: skip
 
 
-def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, str]:
-    """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it."""
+def _run(
+    argv: Sequence[str], env: Mapping[str, str], log: Path, stdin_line: str | None = None
+) -> tuple[int, str]:
+    """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it.
+    ``stdin_line``: the first line of its stdin (ssh_guard.py's environment); that stdin stays
+    open until the step ends (the guard ends its command when it closes)."""
+    pipe = os.pipe() if stdin_line is not None else None
     try:
+        if pipe is not None:
+            os.write(pipe[1], (stdin_line or "").encode())  # a pipe holds far more than a line
         done = subprocess.run(
             list(argv),
             env=dict(env),
+            stdin=pipe[0] if pipe is not None else None,
             capture_output=True,
             text=True,
             timeout=STEP_TIMEOUT,
@@ -145,6 +153,9 @@ def _run(argv: Sequence[str], env: Mapping[str, str], log: Path) -> tuple[int, s
         text = "".join(partial) + f"\ntimed out after {STEP_TIMEOUT:.0f} s"
         log.write_text(text)
         return 124, text
+    finally:
+        for fd in pipe or ():
+            os.close(fd)
     log.write_text(done.stdout + done.stderr)
     return done.returncode, done.stdout + done.stderr
 
@@ -170,7 +181,7 @@ def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> 
     """This machine: one probe, and a collective test over ``nproc`` local ranks."""
     token_file, token = _write_token(run_dir)
     host = socket.gethostname()
-    env = {**os.environ, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    env = {**os.environ, **job_token(os.environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
     argv = _probe_argv(host, free_port(), 1, token_file, token, checklist)
     _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
     checks = node_checks(_marked(text, PROBE_MARKER), [host])
@@ -256,14 +267,25 @@ def run_over_ssh(
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
     port = ssh.preflight(hosts, cwd, python, SSH_GUARD, None, ssh_config)  # one line per problem
     token_file, token = _write_token(run_dir)
-    # these words stand on the ssh command line: no secret (HF_TOKEN, WANDB_API_KEY…) goes there
+    # the master probe's port admits only this doctor's probes: the job's token (the caller's
+    # NODERUN_JOB_TOKEN, else a new one) travels, as every variable here, on the connection
+    # itself (the first line of ssh_guard.py's stdin), never on the ssh command line; the
+    # probes need none of the caller's secrets (HF_TOKEN, WANDB_API_KEY…): they stay here
     forwarded = {k: v for k, v in forwarded_env(os.environ).items() if not is_secret(k)}
-    env = {**forwarded, "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
+    job = RankContract.from_env(os.environ).job_token or secrets.token_hex(16)
+    env = {
+        **forwarded,
+        **RankContract(job_token=job).to_env(),
+        "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc),
+    }
 
     def on_hosts(commands: list[list[str]], log: Path) -> tuple[int, str]:
+        line = json.dumps(env) + "\n"  # read at each call: the collective step adds to env
+
         def one(index: int) -> tuple[int, str]:
-            remote = remote_command(commands[index], env, cwd, python, None)
-            return _run(ssh_argv(hosts[index], remote, config=ssh_config), os.environ, log)
+            remote = remote_command(commands[index], {}, cwd, python, SSH_GUARD)
+            argv = ssh_argv(hosts[index], remote, config=ssh_config)
+            return _run(argv, os.environ, log, stdin_line=line)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
             done = list(pool.map(one, range(n)))
