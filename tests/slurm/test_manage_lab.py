@@ -1,8 +1,9 @@
 """`noderun ls / status / logs / cancel` of a submitted 2-node job on the Slurm lab: listed
 running with its job id, its status (SLURM state and both ranks) as JSON, rank 1's lines by
-job id (and those since a time, cut inside the log); a graceful cancel (`scancel
---signal=USR1`) checkpoints every rank and ends the job CANCELLED (as SLURM's accounting says
-too) without requeueing it, although it was submitted --requeue; the same submit resumes it.
+job id (and those since a time, cut inside the log) and followed until the job ends; a
+graceful cancel (`scancel --signal=USR1`) checkpoints every rank and ends the job CANCELLED
+(as SLURM's accounting says too) without requeueing it, although it was submitted --requeue;
+the same submit resumes it.
 A torchrun-mode job: cancelled gracefully, resumed by a user's own batch script (`srun noderun
 run`) and cancelled gracefully again, then resumed by the same submit and cancelled at once."""
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import wait_for_job
-from tests.conftest import ROOT, SCRIPTS, clean_env, noderun, wait_until
+from tests.conftest import ROOT, SCRIPTS, clean_env, follow_logs, noderun, wait_until
 from tests.slurm.lab import job_id_of, read_json, require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -52,6 +53,10 @@ def _steps(text: str) -> list[int]:
     return [int(line.rsplit(" ", 1)[1]) for line in text.splitlines()]
 
 
+def _followed_steps(lines: list[str]) -> list[int]:
+    return [int(line.split()[-1]) for line in lines if line.startswith("rank 1 step ")]
+
+
 def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     tmp_path: Path,
 ) -> None:
@@ -62,6 +67,7 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     submitted = noderun(command, cwd=ROOT, PACED_STEP_SEC="0.1")  # sbatch exports it
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     job = job_id_of(submitted.stdout)
+    follow = None
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 240), job
@@ -77,6 +83,8 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
         assert [r["rank"] for r in seen["ranks"]] == [0, 1] and seen["ranks"][1]["progress"]
         shown = noderun(["logs", job, "--rank", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
+        follow, followed, reader = follow_logs("--rank", "1", job)
+        assert wait_until(lambda: max(_followed_steps(list(followed)), default=0) > 3, 60), followed
         assert wait_until(lambda: os.stat(rank1).st_mtime > mark + 0.5, 30)
         recent = noderun(["logs", job, "--rank", "1", "--since", _iso(mark)])
         assert recent.returncode == 0 and _steps(recent.stdout), recent.stdout + recent.stderr
@@ -86,8 +94,14 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
         final = wait_for_job(job, poll=0.5, max_poll=0.5)
+        assert follow.wait(timeout=60) == 0  # -f ends with the job
+        reader.join(timeout=5)
     finally:
         subprocess.run(["scancel", job], capture_output=True, check=False)
+        if follow is not None and follow.poll() is None:
+            follow.kill()
+    steps = _followed_steps(followed)
+    assert steps == sorted(steps) and len(steps) == len(set(steps)), followed  # once, in order
     assert final.state == "CANCELLED", final  # as run.json says, not FAILED
     assert wait_until(lambda: _sacct_state(job) == "CANCELLED", 30), _sacct_state(job)
     shown_job = subprocess.run(

@@ -1,8 +1,8 @@
 """`noderun ls / status / logs / cancel` of a `noderun run --hosts` run on the SSH lab: it is
 listed running, its status is JSON with both ranks on their hosts, rank 1 (on the second host)
 is shown and followed (-f ends with the run); a graceful cancel reaches the ranks over SSH on
-each host, every rank checkpoints, the run ends `cancelled`, and nothing of it is left on any
-host."""
+each host, every rank checkpoints, the run ends `cancelled`, nothing of it is left on any host,
+and the same command continues it from those checkpoints to the end."""
 
 from __future__ import annotations
 
@@ -37,12 +37,14 @@ def _steps(lines: list[str]) -> list[int]:
     return [int(line.rsplit(" ", 1)[1]) for line in lines if line.startswith("rank 1 step ")]
 
 
-def _paced_on_both_hosts(ssh_lab: SshLab, run_dir: Path, *script_args: str) -> list[str]:
+def _paced_on_both_hosts(
+    ssh_lab: SshLab, run_dir: Path, *script_args: str, pace: str = "0.1"
+) -> list[str]:
     """`noderun run` of the paced trainer on both lab hosts, 0.1 s a step, 600 steps (60 s:
     cancelled long before its end)."""
     return [
         "run", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
-        "--run-dir", str(run_dir), "--env", "PACED_STEP_SEC=0.1",
+        "--run-dir", str(run_dir), "--env", f"PACED_STEP_SEC={pace}",
         PACED, *script_args, "--max-steps", "600",
     ]  # fmt: skip
 
@@ -87,6 +89,15 @@ def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> N
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "cancelled" and record["backend"] == "ssh", record
     assert not processes_of_run(run_dir, PACED), "a rank outlived the cancel on a host"
+
+    # the same command (unpaced, to finish quickly) continues from every rank's checkpoint
+    resumed = noderun(_paced_on_both_hosts(ssh_lab, run_dir, "--resume", "auto", pace="0"),
+                      timeout=240)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "completed", record
+    assert "cancelled" in [a["status"] for a in record["attempts"]], record["attempts"]
+    assert "noderun: resumed from" in _text(run_dir / "logs" / "rank0.log")
 
 
 def test_cancel_now_over_ssh_stops_every_host_at_once(ssh_lab: SshLab, tmp_path: Path) -> None:
