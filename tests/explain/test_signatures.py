@@ -52,6 +52,10 @@ FROM_CORPUS = {
     "msswift-6368-dlc-master-name-does-not-resolve": "connection-refused",  # musl EAI_NONAME
     "nvsentinel-155-gpu-fallen-off-bus-no-xid": "gpu-fault",  # NVRM multi-line report
     "shinecluster-4-srun-step-cancelled-session-closed": "interrupted",  # reason-less STEP
+    # the fourth pass, from the tuning part of the grown corpus
+    "trellis2-90-illegal-memory-access-watchdog": "rank-crashed",  # a CUDA kernel fault
+    "nccl-210-no-ip-interface-socket-creation": "network-unreachable",  # Socket creation failed
+    "coquistt-2238-slurm-job-exceeded-memory-limit": "out-of-memory",  # jobacct_gather's kill
 }
 
 
@@ -409,3 +413,28 @@ def test_a_prefixed_exception_is_found_in_a_log_and_shown_without_colour(tmp_pat
     assert (
         root.cause == "rank-crashed" and root.evidence.text == "0: ValueError: labels out of range"
     )
+
+
+def test_slurms_memory_limit_kill_names_the_job_and_its_use() -> None:
+    # coquistt-2238 / bcbio-2393 (tuning part): slurmstepd's accounting kills the job over its
+    # limit and says by how much; that line, not the short one after it, is the evidence
+    for case_id in (
+        "coquistt-2238-slurm-job-exceeded-memory-limit",
+        "bcbio-2393-slurm-exceeded-memory-limit-host-prefix",
+    ):
+        cause, evidence = _explained(case_id)
+        assert cause == "out-of-memory" and _key_line(case_id) in evidence
+
+
+def test_a_cuda_kernel_fault_reported_by_the_watchdog_is_the_ranks_crash() -> None:
+    cause, evidence = _explained("trellis2-90-illegal-memory-access-watchdog")
+    assert cause == "rank-crashed" and "illegal memory access" in evidence
+    # the same CUDA error words for memory, a GPU fault or a wrong device keep their cause
+    scanner = Scanner()
+    for line, expected in (
+        ("RuntimeError: CUDA error: out of memory", "out-of-memory"),
+        ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu-fault"),
+        ("RuntimeError: CUDA error: invalid device ordinal", "device-ordinal"),
+    ):
+        signature = scanner.classify(line)
+        assert signature is not None and signature.cause == expected
