@@ -167,14 +167,21 @@ def _chunks(handle: BinaryIO) -> Iterator[bytes]:
 def timestamp(text: bytes, year: int) -> float | None:
     """Epoch seconds of the last ISO-8601 or glog (``E1122 10:20:05.123``) stamp in ``text``."""
     best: datetime.datetime | None = None
-    for match in _ISO.finditer(text):
-        y, mo, d, h, mi, s, frac = match.groups()
+    last = _last_match(_ISO, text)  # only the last stamp counts: convert that one alone
+    if last is not None:
+        y, mo, d, h, mi, s, frac = last.groups()
         best = _make(int(y), mo, d, h, mi, s, frac)
-    if best is None:
-        for match in _GLOG.finditer(text):
-            mo, d, h, mi, s, frac = match.groups()
-            best = _make(year, mo, d, h, mi, s, frac)
+    if best is None and (last := _last_match(_GLOG, text)) is not None:
+        mo, d, h, mi, s, frac = last.groups()
+        best = _make(year, mo, d, h, mi, s, frac)
     return best.timestamp() if best else None
+
+
+def _last_match(pattern: re.Pattern[bytes], text: bytes) -> re.Match[bytes] | None:
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 - the loop keeps the last one
+        pass
+    return found
 
 
 def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
