@@ -101,7 +101,7 @@ def evidence_text(text: str, pattern: str) -> str:
 
 
 def _wrapped(line: str) -> bool:
-    """A line that stops mid-sentence at a poster's wrap width (72-100 characters)."""
+    """A line that stops mid-sentence at a poster's wrap width (60 characters or more)."""
     stripped = line.rstrip()
     return len(stripped) >= _WRAP_MIN and not stripped.endswith((".", "!", "?", "***"))
 
