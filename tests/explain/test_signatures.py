@@ -52,6 +52,10 @@ FROM_CORPUS = {
     "msswift-6368-dlc-master-name-does-not-resolve": "connection-refused",  # musl EAI_NONAME
     "nvsentinel-155-gpu-fallen-off-bus-no-xid": "gpu-fault",  # NVRM multi-line report
     "shinecluster-4-srun-step-cancelled-session-closed": "interrupted",  # reason-less STEP
+    # the fourth pass, from the tuning part of the grown corpus
+    "trellis2-90-illegal-memory-access-watchdog": "rank-crashed",  # a CUDA kernel fault
+    "nccl-210-no-ip-interface-socket-creation": "network-unreachable",  # Socket creation failed
+    "coquistt-2238-slurm-job-exceeded-memory-limit": "out-of-memory",  # jobacct_gather's kill
 }
 
 
@@ -336,3 +340,101 @@ def test_a_watchdog_timeout_after_the_work_finished_is_still_a_failure(tmp_path:
     )
     root = explain([log])[0]
     assert root.cause == "finalization-abort" and "Watchdog caught" in root.evidence.text
+
+
+def _explained(case_id: str) -> tuple[str, str]:
+    folder = CORPUS / case_id
+    if not folder.is_dir():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    root = explain([str(p) for p in sorted(folder.iterdir()) if p.suffix in (".txt", ".log")])[0]
+    return root.cause, root.evidence.text
+
+
+def test_a_long_joined_line_shows_the_words_that_matched_not_its_start() -> None:
+    # awsome-distributed-ai-192 (tuning part): a 613-character line, the poster's newlines
+    # lost; NCCL's "Last error:" (socketStartConnect …) comes after 500 characters
+    cause, evidence = _explained("awsome-distributed-ai-192-loopback-socket-ifname")
+    assert cause == "network-unreachable"
+    assert _key_line("awsome-distributed-ai-192-loopback-socket-ifname") in evidence
+
+
+def test_a_message_wrapped_by_its_poster_is_shown_whole() -> None:
+    # deepspeed-3916 (tuning part): torch's one-line error wrapped at 80 columns; the words
+    # after the first line (the address and "Address already in use") are the evidence too
+    cause, evidence = _explained("deepspeed-3916-srun-launchers-port-in-use")
+    assert cause == "port-in-use"
+    assert _key_line("deepspeed-3916-srun-launchers-port-in-use") in evidence
+    assert "0.0.0.0:29600 (errno: 98 - Address already in use)" in evidence
+
+
+def test_a_wrap_stops_at_the_next_record(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "w.log",
+        "RuntimeError: The server socket has failed to listen on any local network address",
+        "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500",
+        "Traceback (most recent call last):",
+    )
+    assert explain([log])[0].evidence.text.endswith("any local network address")
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "3: ",
+        " 12: ",
+        "[default3]:",
+        "[1,3]<stderr>:",
+        "node-07: ",
+        "10.0.0.12: ",
+        "(RayWorker pid=4411) ",
+        "2024-05-01T10:00:00.123Z ",
+        "\x1b[31m",
+        "0: [rank3]: ",
+    ],
+)
+def test_a_launchers_prefix_does_not_hide_an_exception_line(prefix: str) -> None:
+    # streamofsearch-5 (tuning part): the rank's own exception line, as srun --label, torchrun
+    # --tee, mpirun --tag-output, pdsh, Ray, a container log or a colour terminal print it
+    line = prefix + _key_line("streamofsearch-5-ddp-model-mismatch-across-ranks")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "rank-crashed" and signature.generic
+    quoted = prefix + '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/parallel/x.py"'
+    assert Scanner().classify(quoted + ", line 3, in f: RuntimeError: boom") is None
+
+
+def test_a_prefixed_exception_is_found_in_a_log_and_shown_without_colour(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "p.log",
+        "0: Traceback (most recent call last):",
+        '0:   File "train.py", line 9, in <module>',
+        "0: \x1b[31mValueError: labels out of range\x1b[0m",
+    )
+    root = explain([log])[0]
+    assert (
+        root.cause == "rank-crashed" and root.evidence.text == "0: ValueError: labels out of range"
+    )
+
+
+def test_slurms_memory_limit_kill_names_the_job_and_its_use() -> None:
+    # coquistt-2238 / bcbio-2393 (tuning part): slurmstepd's accounting kills the job over its
+    # limit and says by how much; that line, not the short one after it, is the evidence
+    for case_id in (
+        "coquistt-2238-slurm-job-exceeded-memory-limit",
+        "bcbio-2393-slurm-exceeded-memory-limit-host-prefix",
+    ):
+        cause, evidence = _explained(case_id)
+        assert cause == "out-of-memory" and _key_line(case_id) in evidence
+
+
+def test_a_cuda_kernel_fault_reported_by_the_watchdog_is_the_ranks_crash() -> None:
+    cause, evidence = _explained("trellis2-90-illegal-memory-access-watchdog")
+    assert cause == "rank-crashed" and "illegal memory access" in evidence
+    # the same CUDA error words for memory, a GPU fault or a wrong device keep their cause
+    scanner = Scanner()
+    for line, expected in (
+        ("RuntimeError: CUDA error: out of memory", "out-of-memory"),
+        ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "gpu-fault"),
+        ("RuntimeError: CUDA error: invalid device ordinal", "device-ordinal"),
+    ):
+        signature = scanner.classify(line)
+        assert signature is not None and signature.cause == expected

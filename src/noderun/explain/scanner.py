@@ -30,7 +30,28 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
     _re2 = None
 
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
-_QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(\[rank\d+\]:)?\s+(raise\b|File \")")
+# what launchers and log collectors put before a process's own line: ANSI colour codes, srun
+# --label's "3: ", torchrun's "[rank3]:"/"[default3]:", mpirun --tag-output's "[1,3]<stderr>:",
+# pdsh's and deepspeed's "host: ", Ray's "(RayWorker pid=12)", docker compose's "name  | ", an
+# ISO timestamp (container and CI logs; the CRI log format's "… stderr F "); up to three of
+# them. Anchored signatures and the quoted-source test look past them
+PREFIX = (
+    r"(?:\x1b\[[0-9;]*[A-Za-z]|\s*\d{1,5}: |\[(?:rank|default)\d+\]:\s*|"
+    r"\[\d+,\d+\]<std(?:out|err)>:\s*|\([\w-]+ pid=\d+(?:, ip=[\d.]+)?\)\s*|"
+    r"(?:localhost|[A-Za-z0-9._-]*[0-9-][A-Za-z0-9._-]*): |[\w.-]+\s*\| |"
+    r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:? "
+    r"(?:std(?:out|err) [FP] )?)"
+)
+_PREFIXES = re.compile(f"^(?:{PREFIX}){{1,3}}")
+_ANCHOR = re.compile(r"(?:(?<=^)|(?<=[(|]))\^")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(?:" + PREFIX + r"){0,3}\s+(raise\b|File \")")
+EVIDENCE_CHARS = 500  # an evidence line longer than this is cut around the words that matched
+_WRAP_MIN = 60  # a line this long that stops mid-sentence may have been wrapped by its poster
+_RECORD_START = re.compile(
+    r"^(\s|\[|\(|<|\d{4}-|[IWEF]\d{4} |Traceback|File |During handling|The above|"
+    r"[A-Za-z_][\w.]*(Error|Exception|Warning)\b|\S+:\d+:\d+ \[\d+\]|\S+: )"
+)
 # NCCL (src/plugin/*.cc) looks for optional net/tuner/profiler plugins and says at INFO level
 # that none was found ("cannot open shared object file: No such file or directory"), then
 # uses its internal implementation: never evidence of anything
@@ -55,8 +76,56 @@ class Hit:
     time: float | None
 
 
+def prefixed(pattern: str) -> str:
+    """``pattern`` with each line-start anchor allowed to stand before a launcher's prefix."""
+    anchor = f"^(?:{PREFIX}){{0,3}}"
+    return _ANCHOR.sub(lambda _: anchor, pattern)
+
+
+def strip_prefix(text: str) -> str:
+    """The line as its process printed it: without ANSI codes and launchers' prefixes."""
+    return _PREFIXES.sub("", _ANSI.sub("", text), count=1)
+
+
+def evidence_text(text: str, pattern: str) -> str:
+    """The evidence as shown: without ANSI codes; a long line (pasted with its line breaks
+    lost, several records in one) is cut around the words that matched, not at its start."""
+    line = _ANSI.sub("", text).strip()
+    if len(line) <= EVIDENCE_CHARS:
+        return line
+    match = re.search(prefixed(pattern), line)
+    if match is None or match.end() <= EVIDENCE_CHARS:
+        return line[:EVIDENCE_CHARS]
+    start = max(0, match.start() - EVIDENCE_CHARS // 5)
+    return line[start : start + EVIDENCE_CHARS]
+
+
+def _wrapped(line: str) -> bool:
+    """A line that stops mid-sentence at a poster's wrap width (60 characters or more)."""
+    stripped = line.rstrip()
+    return len(stripped) >= _WRAP_MIN and not stripped.endswith((".", "!", "?", "***"))
+
+
+def continuation(buf: bytes, stop: int, end: int, first: str) -> str:
+    """The lines after a hit that continue it (a message wrapped by whoever pasted it: the
+    next line starts lowercase or with a digit, no record of its own), joined with spaces."""
+    parts: list[str] = []
+    line = first
+    while _wrapped(line) and stop < end and len(parts) < 4:
+        nxt = buf.find(b"\n", stop + 1, end)
+        nxt = end if nxt < 0 else nxt
+        following = buf[stop + 1 : nxt].decode("utf-8", "replace").rstrip("\r")
+        if not following.strip() or not following[:1].isalnum() or following[:1].isupper():
+            break
+        if _RECORD_START.match(following):
+            break
+        parts.append(following.strip())
+        line, stop = following, nxt
+    return " ".join(parts)
+
+
 def combined_pattern(table: Sequence[Signature]) -> str:
-    return "(?m)" + "|".join(f"(?:{s.pattern})" for s in table)
+    return "(?m)" + "|".join(f"(?:{prefixed(s.pattern)})" for s in table)
 
 
 def compile_combined(table: Sequence[Signature], engine: str = "auto") -> Any:
@@ -98,14 +167,21 @@ def _chunks(handle: BinaryIO) -> Iterator[bytes]:
 def timestamp(text: bytes, year: int) -> float | None:
     """Epoch seconds of the last ISO-8601 or glog (``E1122 10:20:05.123``) stamp in ``text``."""
     best: datetime.datetime | None = None
-    for match in _ISO.finditer(text):
-        y, mo, d, h, mi, s, frac = match.groups()
+    last = _last_match(_ISO, text)  # only the last stamp counts: convert that one alone
+    if last is not None:
+        y, mo, d, h, mi, s, frac = last.groups()
         best = _make(int(y), mo, d, h, mi, s, frac)
-    if best is None:
-        for match in _GLOG.finditer(text):
-            mo, d, h, mi, s, frac = match.groups()
-            best = _make(year, mo, d, h, mi, s, frac)
+    if best is None and (last := _last_match(_GLOG, text)) is not None:
+        mo, d, h, mi, s, frac = last.groups()
+        best = _make(year, mo, d, h, mi, s, frac)
     return best.timestamp() if best else None
+
+
+def _last_match(pattern: re.Pattern[bytes], text: bytes) -> re.Match[bytes] | None:
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 - the loop keeps the last one
+        pass
+    return found
 
 
 def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
@@ -123,10 +199,11 @@ def _ignored(buf: bytes, start: int) -> bool:
     process): the traceback's lines are indented or "Traceback …"; look back over them only."""
     window = buf[max(0, start - LOOKBACK) : start].splitlines()
     for line in reversed(window):
-        text = line.decode("utf-8", "replace").strip()
+        raw = strip_prefix(line.decode("utf-8", "replace"))
+        text = raw.strip()
         if text.startswith("Exception ignored in"):
             return True
-        if not (line[:1].isspace() or text.startswith("Traceback (most recent call last)")):
+        if not (raw[:1].isspace() or text.startswith("Traceback (most recent call last)")):
             return False
     return False
 
@@ -137,7 +214,7 @@ class Scanner:
     def __init__(self, table: Sequence[Signature] = SIGNATURES, engine: str = "auto") -> None:
         self.table = tuple(table)
         self.finder = compile_combined(self.table, engine)
-        self.line_patterns = [(re.compile(s.pattern), s) for s in self.table]
+        self.line_patterns = [(re.compile(prefixed(s.pattern)), s) for s in self.table]
         # per file scanned: its last non-empty line (1-based number, text); one line per file
         self.last_lines: dict[Path, tuple[int, str]] = {}
 
@@ -209,7 +286,10 @@ class Scanner:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year
                 )
-                yield Hit(path, line_no, text.strip()[:500], signature, stamp)
+                shown = evidence_text(text, signature.pattern)
+                if more := continuation(buf, stop, end, text):
+                    shown = f"{shown} {more}"[: 2 * EVIDENCE_CHARS]
+                yield Hit(path, line_no, shown, signature, stamp)
             if stop >= end:
                 return
             match = self.finder.search(buf, stop + 1, end)

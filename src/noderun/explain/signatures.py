@@ -254,16 +254,32 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "out-of-memory",
-        r"CUDA out of memory|OutOfMemoryError|\bMemoryError\b|Cannot allocate memory|"
+        r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|\bMemoryError\b|"
+        r"Cannot allocate memory|"
         r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
         r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
-        r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit",
+        r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
+        # slurmstepd's accounting (jobacct_gather) killing a job or step over its --mem
+        r"\b(Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed",
         "memory exhausted",
         _OOM_FIX,
+    ),
+    # a CUDA kernel of the rank's own faulted (CUDA's cudaErrorIllegalAddress, a device-side
+    # assert (ATen's CUDA_KERNEL_ASSERT), a misaligned address, a launch failure): the
+    # process is lost, whoever reports it (the rank, or ProcessGroupNCCL's watchdog)
+    Signature(
+        "rank-crashed",
+        r"CUDA error: (an illegal memory access was encountered|device-side assert triggered|"
+        r"misaligned address|unspecified launch failure|an illegal instruction was encountered)|"
+        r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress",
+        "a CUDA kernel of a rank faulted (illegal memory access, a device-side assert): a bug in "
+        "that kernel or its inputs (an index out of range)",
+        "rerun that rank with CUDA_LAUNCH_BLOCKING=1 to see the kernel that faulted; check the "
+        "indices it is given (labels, embeddings) and custom CUDA extensions",
     ),
     Signature(
         "port-in-use",
@@ -282,7 +298,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
         # NCCL's verbs wrapper (misc/ibvwrap.cc): moving a queue pair to RTR/RTS needs the
         # remote NIC reachable (routing, GID index, rails)
-        r"Call to ibv_modify_qp failed",
+        r"Call to ibv_modify_qp failed|"
+        # NCCL's socket layer (misc/socket.cc): no socket of the bootstrap's address family
+        # (no IP interface, or the one named has no address of that family)
+        r"Socket creation failed",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
