@@ -5,11 +5,12 @@
         [--config examples/llm/config.yaml] [--training.max_steps 60] [--resume auto] …
 
 Every config key is an option (``--section.key VALUE``). The config and every path it names
-are checked before the process group starts. Rank 0 prints ``step / loss / lr / tokens/s``
-lines and writes metrics.csv (a row per logged step); every ``eval_steps`` the held-out loss
-is averaged over all ranks' shards of the held-out topics (step 0: the base model); every
-``save_steps`` a sharded checkpoint (DCP: each rank its shard, optimizer, scheduler, step,
-RNG) that resumes on any world size; at the end rank 0 writes the LoRA adapter
+are checked before the process group starts. The steps run in ``noderun.TrainingLoop``'s step
+mode: rank 0 prints ``step / loss / lr / tokens/s`` lines and writes metrics.csv (a row per
+logged step); every ``eval_steps`` the held-out loss is averaged over all ranks' shards of the
+held-out topics (step 0: the base model); every ``save_steps`` (and on preemption) a sharded
+checkpoint (DCP: each rank its shard, optimizer, scheduler, step, samples seen, RNG) that
+resumes on any world size; at the end rank 0 writes the LoRA adapter
 (``adapter/``: adapter_model.safetensors + adapter_config.json) and, with
 ``export_merged: true``, the merged model (``merged/``).
 """
