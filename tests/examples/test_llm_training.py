@@ -27,25 +27,13 @@ def run(args: list[str], timeout: float = 280) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture(scope="module")
-def small_dataset(tmp_path_factory: pytest.TempPathFactory, llm_dataset: Path) -> Path:
-    """A slice of the dataset: 6 steps read 48 samples, and every run tokenizes all its train
-    rows and evaluates every held-out block on every rank (the whole set: ~20% more CPU)."""
-    rows = [json.loads(line) for line in llm_dataset.read_text().splitlines()]
-    train = [row for row in rows if row.get("split") == "train"][:80]
-    held_out = [row for row in rows if row.get("split") == "eval"][:8]
-    path = tmp_path_factory.mktemp("llm_slice") / "slice.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in train + held_out))
-    return path
-
-
-@pytest.fixture(scope="module")
-def first(tmp_path_factory: pytest.TempPathFactory, tiny_llm: Path, small_dataset: Path) -> dict:
+def first(tmp_path_factory: pytest.TempPathFactory, tiny_llm: Path, llm_dataset: Path) -> dict:
     """4 steps on 2 x 2 ranks, a checkpoint at steps 2 and 4."""
     run_dir = tmp_path_factory.mktemp("llm") / "first"
     result = run(
-        finetune_args(run_dir, tiny_llm, small_dataset, 2, 2, *SHORT, "--export_merged", "true")
+        finetune_args(run_dir, tiny_llm, llm_dataset, 2, 2, *SHORT, "--export_merged", "true")
     )
-    return {"dir": run_dir, "out": result.stdout, "model": tiny_llm, "data": small_dataset}
+    return {"dir": run_dir, "out": result.stdout, "model": tiny_llm, "data": llm_dataset}
 
 
 def test_fsdp_lora_on_2x2_ranks_logs_evaluates_and_checkpoints(first: dict) -> None:
