@@ -199,9 +199,8 @@ def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-                row = loop.end_step(
-                    tokens=size * accum * length, train_loss=loss_sum / accum, lr=lr
-                )
+                samples = size * accum  # this rank's sequences of this step
+                row = loop.end_step(samples, samples * length, train_loss=loss_sum / accum, lr=lr)
                 if row is not None and "train_loss" in row:
                     ctx.print(
                         f"step {loop.global_step}/{t.max_steps} | loss {row['train_loss']:.4f} | "
