@@ -125,8 +125,8 @@ def load_into(
     """Collective: load each rank's shard into ``model``/``optimizer``; return ``trainer.pt``.
     ``trainer.pt`` (small) is read after the shards: a damaged one then fails on this rank
     only after every rank has left DCP's collectives (the caller agrees on the error).
-    Reading it in a thread beside DCP cost more (a thread start and join, ~2-3 ms on a
-    loaded 2-core machine) than the read itself (~1 ms)."""
+    The read takes ~1 ms; a thread started per resume to overlap it with DCP cost as much
+    or more (its start, join and GIL hand-offs, on a loaded 2-core machine)."""
     reader = _OnceReader(path / checkpoint.SHARDS_DIR)
     check_shapes(path / checkpoint.SHARDS_DIR, saved_shapes(path, reader), model)
     model_state, optim_state = get_state_dict(model, [optimizer] if optimizer else [])
