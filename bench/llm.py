@@ -70,7 +70,7 @@ def _worker(reps: int, steps: int) -> dict[str, Any]:
     sys.path.insert(0, str(EXAMPLE))
     torch.set_num_threads(1)
     import torch.distributed as dist
-    from finetune import gradient_sync, micro_batches, token_loss
+    from finetune import gradient_sync, step_batches, token_loss
     from instructions import Blocks, Stream
     from settings import LoraConfig
     from torch.distributed.device_mesh import init_device_mesh
@@ -88,8 +88,10 @@ def _worker(reps: int, steps: int) -> dict[str, Any]:
         return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 
     def noderun_step(model: torch.nn.Module, opt: torch.optim.Optimizer, consumed: int) -> None:
-        for last, ids, labels in micro_batches(stream, consumed, rank, world, BATCH, ACCUM):
-            with gradient_sync(model, last):
+        at = {"samples": consumed}  # the example's stream position (TrainingLoop's state)
+        micro_batches = next(step_batches(stream, at, rank, world, BATCH, ACCUM))
+        for m, (ids, labels) in enumerate(micro_batches):
+            with gradient_sync(model, m == ACCUM - 1):
                 total, count = token_loss(model, ids, labels)
                 (total / count.clamp(min=1) / ACCUM).backward()
         opt.step()

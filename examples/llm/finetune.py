@@ -5,11 +5,12 @@
         [--config examples/llm/config.yaml] [--training.max_steps 60] [--resume auto] …
 
 Every config key is an option (``--section.key VALUE``). The config and every path it names
-are checked before the process group starts. Rank 0 prints ``step / loss / lr / tokens/s``
-lines and writes metrics.csv (a row per logged step); every ``eval_steps`` the held-out loss
-is averaged over all ranks' shards of the held-out topics (step 0: the base model); every
-``save_steps`` a sharded checkpoint (DCP: each rank its shard, optimizer, scheduler, step,
-RNG) that resumes on any world size; at the end rank 0 writes the LoRA adapter
+are checked before the process group starts. The steps run in ``noderun.TrainingLoop``'s step
+mode: rank 0 prints ``step / loss / lr / tokens/s`` lines and writes metrics.csv (a row per
+logged step); every ``eval_steps`` the held-out loss is averaged over all ranks' shards of the
+held-out topics (step 0: the base model); every ``save_steps`` (and on preemption) a sharded
+checkpoint (DCP: each rank its shard, optimizer, scheduler, step, samples seen, RNG) that
+resumes on any world size; at the end rank 0 writes the LoRA adapter
 (``adapter/``: adapter_model.safetensors + adapter_config.json) and, with
 ``export_merged: true``, the merged model (``merged/``).
 """
@@ -21,7 +22,6 @@ import contextlib
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,14 +86,13 @@ def evaluate(ctx: Any, model: Any, blocks: Any, batch_size: int) -> float:
     import torch
     from instructions import eval_batches
 
-    model.eval()
+    model.eval()  # TrainingLoop puts it back in train mode
     total = torch.zeros(2, dtype=torch.float64)
     with torch.no_grad():
         for ids, labels in eval_batches(blocks, ctx.rank, ctx.world_size, batch_size):
             loss, count = token_loss(model, ids.to(ctx.device), labels.to(ctx.device))
             total += torch.stack([loss.double().cpu(), count.double().cpu()])
     loss_sum, count = ctx.all_reduce_sum(total).tolist()
-    model.train()
     return float(loss_sum / max(count, 1.0))
 
 
@@ -122,14 +121,17 @@ def export_merged(location: tuple[Path, str | None], adapter: Path, out: Path) -
     load_tokenizer(*location).save_pretrained(out)
 
 
-def micro_batches(
-    stream: Any, consumed: int, rank: int, world: int, size: int, accum: int
-) -> Iterator[tuple[bool, Any, Any]]:
-    """(last?, ids, labels) of one optimizer step: micro-batch m of rank r is the stream's
-    samples ``consumed + (m * world + r) * size`` onwards."""
-    for micro in range(accum):
-        ids, labels = stream.batch(consumed + (micro * world + rank) * size, size)
-        yield micro == accum - 1, ids, labels
+def step_batches(
+    stream: Any, state: dict[str, Any], rank: int, world: int, size: int, accum: int
+) -> Iterator[list[tuple[Any, Any]]]:
+    """Each optimizer step's micro-batches, endlessly, from the stream position ``samples`` in
+    ``state`` (the loop's checkpointed state): micro-batch m of rank r is the stream's samples
+    ``samples + (m * world + r) * size`` onwards. The position moves on as a step is handed out,
+    so the checkpoint taken at its end holds it."""
+    while True:
+        consumed = state.setdefault("samples", 0)
+        state["samples"] = consumed + accum * world * size
+        yield [stream.batch(consumed + (m * world + rank) * size, size) for m in range(accum)]
 
 
 def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
@@ -138,7 +140,6 @@ def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
     from modeling import load_base, load_tokenizer, with_lora
 
     import noderun
-    from noderun import STEP_COLUMNS, Checkpointer, MetricsLogger, Position
 
     t = config.training
     with noderun.init(run_dir=config.output_dir or None) as ctx:
@@ -153,77 +154,63 @@ def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=t.learning_rate, weight_decay=t.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t))
-        ckpt = Checkpointer(ctx, model, optimizer, scheduler, keep=t.keep_checkpoints)
-        start = ckpt.resume(config.resume or None)
-        consumed = int(ckpt.extra.get("samples", 0))
-        metrics = MetricsLogger(
-            ctx.run_dir / "metrics.csv",
-            ctx.is_main,
-            columns=STEP_COLUMNS,
-            resume_after_epoch=start.global_step,
+
+        def held_out() -> dict[str, float]:
+            # before step 1: the base model's loss, or on resume the restored model's, which
+            # must equal the loss logged at that step (resharded or not)
+            val = evaluate(ctx, model, eval_blocks, t.per_device_batch_size)
+            ctx.print(f"step {loop.global_step}/{t.max_steps} | eval loss {val:.6f}")
+            return {"val_loss": val}
+
+        loop = noderun.TrainingLoop(
+            ctx,
+            model,
+            optimizer,
+            scheduler,
+            resume=config.resume or None,
+            keep=t.keep_checkpoints,
+            max_steps=t.max_steps,
+            log_every=t.logging_steps,
+            checkpoint_every=t.save_steps,
+            checkpoint_min_sec=0,  # every save_steps checkpoint is written
+            evaluate=held_out,
+            eval_every=t.eval_steps,
         )
-        step_tokens = t.per_device_batch_size * t.gradient_accumulation_steps * length
         ctx.print(
             f"fine-tuning {config.model.name_or_path} with LoRA r={config.lora.r} on "
             f"{ctx.world_size} ranks ({'FSDP2' if t.fsdp else 'DDP'}, {ctx.backend}, "
             f"{ctx.device}): {len(train_blocks)} train / {len(eval_blocks)} held-out blocks of "
             f"{length} tokens, {sum(p.numel() for p in trainable)} trainable parameters"
         )
-        # step 0: the base model's held-out loss; on resume: the restored model's, which must
-        # equal the loss logged at that step (resharded or not)
-        val = evaluate(ctx, model, eval_blocks, t.per_device_batch_size)
-        if start.global_step == 0:
-            metrics.log(step=0, val_loss=val)
-        what = "resumed" if start.global_step else "base model"
-        ctx.print(f"step {start.global_step}/{t.max_steps} | eval loss {val:.6f} ({what})")
-        stream = Stream(train_blocks, t.seed)
-        model.train()
-        for step in range(start.global_step + 1, t.max_steps + 1):
-            began = time.perf_counter()
-            loss_sum = 0.0
-            for last, ids, labels in micro_batches(
-                stream,
-                consumed,
-                ctx.rank,
-                ctx.world_size,
-                t.per_device_batch_size,
-                t.gradient_accumulation_steps,
-            ):
-                with gradient_sync(model, last):
-                    total, count = token_loss(model, ids.to(ctx.device), labels.to(ctx.device))
-                    loss = total / count.clamp(min=1)
-                    (loss / t.gradient_accumulation_steps).backward()
-                loss_sum += float(loss.detach())
-            consumed += t.per_device_batch_size * t.gradient_accumulation_steps * ctx.world_size
-            lr = scheduler.get_last_lr()[0]
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            elapsed = time.perf_counter() - began
-            row: dict[str, float] = {}
-            if step % t.logging_steps == 0 or step == t.max_steps:
-                loss_mean = ctx.all_reduce_mean(loss_sum / t.gradient_accumulation_steps)
-                tokens_per_sec = step_tokens * ctx.world_size / elapsed
-                row = {"train_loss": loss_mean, "lr": lr, "tokens_per_sec": tokens_per_sec}
-                row["step_time_sec"] = elapsed
-                ctx.print(
-                    f"step {step}/{t.max_steps} | loss {loss_mean:.4f} | lr {lr:.3e} | "
-                    f"{tokens_per_sec:.0f} tokens/s"
-                )
-            if step % t.eval_steps == 0 or step == t.max_steps:
-                row["val_loss"] = evaluate(ctx, model, eval_blocks, t.per_device_batch_size)
-                ctx.print(f"step {step}/{t.max_steps} | eval loss {row['val_loss']:.6f}")
-            if row:
-                metrics.log(step=step, **row)
-            if step % t.save_steps == 0 or step == t.max_steps:
-                ckpt.save(Position(global_step=step), {"samples": consumed})
-        ckpt.wait()
+        size, accum = t.per_device_batch_size, t.gradient_accumulation_steps
+        batches = step_batches(
+            Stream(train_blocks, t.seed), loop.state, ctx.rank, ctx.world_size, size, accum
+        )
+        with loop:  # the stream position is in loop.state: nothing to skip on resume
+            for micro_batches in loop.iterate(batches, skip_trained=False):
+                loss_sum = 0.0
+                for m, (ids, labels) in enumerate(micro_batches):
+                    with gradient_sync(model, m == accum - 1):
+                        total, count = token_loss(model, ids.to(ctx.device), labels.to(ctx.device))
+                        loss = total / count.clamp(min=1)
+                        (loss / accum).backward()
+                    loss_sum += float(loss.detach())
+                lr = scheduler.get_last_lr()[0]
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                samples = size * accum  # this rank's sequences of this step
+                row = loop.end_step(samples, samples * length, train_loss=loss_sum / accum, lr=lr)
+                if row is not None and "train_loss" in row:
+                    ctx.print(
+                        f"step {loop.global_step}/{t.max_steps} | loss {row['train_loss']:.4f} | "
+                        f"lr {row['lr']:.3e} | {row['tokens_per_sec']:.0f} tokens/s"
+                    )
         adapter = ctx.run_dir / "adapter"
         export_adapter(ctx, model, adapter)
         if config.export_merged and ctx.is_main:
             export_merged(location, adapter, ctx.run_dir / "merged")
         ctx.print(f"adapter written to {adapter}")
-        metrics.close()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

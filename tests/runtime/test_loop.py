@@ -164,3 +164,82 @@ def test_end_epoch_before_steps_is_a_clear_error(ctx: Context) -> None:
         next(loop.epochs(1))
         with pytest.raises(RuntimeError, match="before steps"):
             loop.end_epoch()
+
+
+def test_step_mode_evaluates_first_every_n_steps_and_last_outside_the_step_time(
+    ctx: Context,
+) -> None:
+    model, optimizer = _model()
+    calls: list[tuple[int, bool]] = []
+
+    def evaluate() -> dict[str, float]:
+        calls.append((loop.global_step, model.training))
+        model.eval()
+        time.sleep(0.2)  # not training: kept out of step_time_sec
+        return {"val_loss": 10.0 + loop.global_step}
+
+    loop = TrainingLoop(
+        ctx, model, optimizer, max_steps=5, log_every=2, evaluate=evaluate, eval_every=2
+    )
+    with loop:
+        returned = []
+        for batch in loop.iterate([1.0, 2.0, 3.0]):
+            assert model.training  # evaluate's eval() undone
+            returned.append(loop.end_step(samples=2, tokens=8, train_loss=batch))
+    assert [step for step, _ in calls] == [0, 2, 4, 5]  # before step 1, every 2nd, the last
+    assert [r is not None for r in returned] == [False, True, False, True, True]
+    rows = {int(r["step"]): r for r in _rows(ctx)}
+    assert sorted(rows) == [0, 2, 4, 5]
+    assert rows[0]["train_loss"] == "" and float(rows[0]["val_loss"]) == 10.0
+    assert [float(rows[s]["val_loss"]) for s in (2, 4, 5)] == [12.0, 14.0, 15.0]
+    assert [float(rows[s]["train_loss"]) for s in (2, 4, 5)] == [
+        1.5,
+        2.0,
+        2.0,
+    ]  # 1,2 | 3,1 (a second pass) | 2
+    for step in (2, 4, 5):
+        assert 0 < float(rows[step]["step_time_sec"]) < 0.1, rows[step]
+        tokens, samples = float(rows[step]["tokens_per_sec"]), float(rows[step]["samples_per_sec"])
+        assert tokens == pytest.approx(4 * samples, rel=1e-4)  # 6 digits in the file
+
+
+def test_step_mode_state_is_checkpointed_and_a_positioned_stream_is_not_skipped(
+    ctx: Context,
+) -> None:
+    model, optimizer = _model()
+
+    def stream(state: dict[str, int]) -> Iterator[int]:
+        while True:  # the script keeps its data position in the loop's state
+            state["seen"] = state.get("seen", 0) + 1
+            yield state["seen"]
+
+    with TrainingLoop(ctx, model, optimizer, max_steps=4, checkpoint_every=2) as loop:
+        assert loop.state == {}
+        taken = [batch for batch in loop.iterate(stream(loop.state), skip_trained=False)]
+    assert taken == [1, 2, 3, 4]
+    saved = ctx.run_dir / "checkpoints" / "step-00000002"
+    assert checkpoint.load(saved)["extra"][0]["seen"] == 2
+
+    again, optimizer = _model()
+    evaluated: list[int] = []
+    with TrainingLoop(
+        ctx,
+        again,
+        optimizer,
+        resume=str(saved),
+        max_steps=4,
+        evaluate=lambda: evaluated.append(1) or {"val_loss": 1.0},
+    ) as loop:
+        assert loop.state == {"seen": 2}
+        taken = [batch for batch in loop.iterate(stream(loop.state), skip_trained=False)]
+    assert taken == [3, 4] and loop.global_step == 4
+    assert len(evaluated) == 2  # the restored model first, then the last step
+    assert [r["step"] for r in _rows(ctx)] == ["1", "2", "3", "4"]  # no second row 0
+
+
+def test_evaluate_needs_the_step_mode_and_eval_every_is_checked(ctx: Context) -> None:
+    model, optimizer = _model()
+    with pytest.raises(UsageError, match="step mode"):
+        TrainingLoop(ctx, model, optimizer, evaluate=dict)
+    with pytest.raises(UsageError, match="eval_every=-1"):
+        TrainingLoop(ctx, model, optimizer, max_steps=2, eval_every=-1)

@@ -18,7 +18,8 @@ exit 75), one metrics.csv row and one checkpoint per epoch (``MetricsLogger``).
 Step-based training (no epochs: a token budget, an LLM fine-tune) gives ``max_steps``:
 
         with noderun.TrainingLoop(ctx, model, optimizer, resume=args.resume, max_steps=1000,
-                                  log_every=10, checkpoint_every=100) as loop:
+                                  log_every=10, checkpoint_every=100,
+                                  evaluate=lambda: {"val_loss": ...}, eval_every=100) as loop:
             for batch in loop.iterate(train_loader):    # passes over the data as needed
                 loss = ...; loss.backward(); optimizer.step()
                 loop.end_step(train_loss=loss.item())   # every step, on every rank
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -76,6 +77,18 @@ class TrainingLoop:
     ``step`` (``STEP_COLUMNS``); every ``checkpoint_every`` steps (and at N) a checkpoint
     ``Position(global_step=n)`` (``step-0000000n``) is taken. A resume continues at the
     global step it saved, with the same batches and random streams (same world size).
+    ``end_step(samples=, tokens=)`` adds ``samples_per_sec`` and ``tokens_per_sec`` (summed
+    over ranks) to the rows.
+
+    ``evaluate`` (step mode): a collective call returning metrics already reduced over ranks
+    (e.g. ``{"val_loss": ...}``), run before the first step (a fresh run's row 0 holds the
+    untrained model's; a resumed run checks the restored model), every ``eval_every`` steps
+    and at ``max_steps``; its values join that step's row, its time is not step time.
+
+    ``state`` is the script's own small state (e.g. samples seen), saved with every
+    checkpoint (its ``extra``) and restored on resume. A script whose data position lives
+    there gives ``iterate(batches, skip_trained=False)``: its batches already begin where the
+    checkpoint stopped, so such a checkpoint resumes on any world size.
     """
 
     def __init__(
@@ -94,15 +107,26 @@ class TrainingLoop:
         checkpoint_min_sec: float | None = None,
         max_steps: int | None = None,
         log_every: int = 1,
+        evaluate: Callable[[], Mapping[str, float]] | None = None,
+        eval_every: int = 0,
     ) -> None:
-        if (max_steps is not None and max_steps < 0) or log_every < 1:
+        if (max_steps is not None and max_steps < 0) or log_every < 1 or eval_every < 0:
             raise UsageError(
-                f"TrainingLoop(max_steps={max_steps}, log_every={log_every}) is out of range",
-                "give max_steps >= 0 (or None for epochs) and log_every >= 1",
+                f"TrainingLoop(max_steps={max_steps}, log_every={log_every}, "
+                f"eval_every={eval_every}) is out of range",
+                "give max_steps >= 0 (or None for epochs), log_every >= 1 and eval_every >= 0",
+            )
+        if evaluate is not None and max_steps is None:
+            raise UsageError(
+                "TrainingLoop(evaluate=...) is the step mode's",
+                "give max_steps=N too, or evaluate in your epoch loop and pass the values to "
+                "end_epoch()",
             )
         self.ctx = ctx
         self.max_steps = max_steps
         self.log_every = log_every
+        self.evaluate = evaluate
+        self.eval_every = eval_every
         self.model = model
         self.checkpoint_every = checkpoint_every
         self.preemption = Preemption(ctx, requeue=requeue).__enter__()
@@ -113,6 +137,10 @@ class TrainingLoop:
         )
         # before anything is written: a bad --resume changes nothing
         self.start = self.checkpointer.resume(resume)
+        # the script's own state: saved with every checkpoint, restored here
+        self.state: dict[str, Any] = {
+            k: v for k, v in self.checkpointer.extra.items() if k != PARTIAL_KEY
+        }
         self._columns = list(metrics)
         self._tensorboard = tensorboard
         self._metrics: MetricsLogger | None = None
@@ -128,6 +156,7 @@ class TrainingLoop:
         self._resume_rng = rng.capture() if max_steps is not None and self.global_step else None
         self._step_done = False
         self._samples = 0
+        self._tokens = 0
         self._window_began = time.perf_counter()
         if max_steps is not None and self.start.global_step:
             partial = self.checkpointer.extra.get(PARTIAL_KEY, {})
@@ -176,20 +205,29 @@ class TrainingLoop:
             heartbeat.position(self.global_step, epoch)
             here = Position(epoch - 1, step, self.global_step)
             if self.preemption.should_stop():
-                self.preemption.exit(self.checkpointer.save(here, self._partial(), wait=True))
+                self.preemption.exit(self.checkpointer.save(here, self._extra(), wait=True))
             if self.checkpoint_every and step % self.checkpoint_every == 0:
-                self.checkpointer.save(here, self._partial())
+                self.checkpointer.save(here, self._extra())
 
-    def iterate(self, batches: Iterable[T]) -> Iterator[T]:
+    def iterate(self, batches: Iterable[T], skip_trained: bool = True) -> Iterator[T]:
         """Step mode (``max_steps``): batches until global step ``max_steps``, pass after pass
-        over ``batches``; after a resume, the batches already trained are skipped."""
+        over ``batches``; after a resume, the batches already trained are skipped (unless
+        ``skip_trained=False``: ``batches`` already begin where the checkpoint stopped).
+        With ``evaluate``, the model is evaluated first."""
         if self.max_steps is None:
             raise UsageError(
                 "TrainingLoop.iterate() needs a step budget",
                 "give TrainingLoop(..., max_steps=N), or use epochs() and steps() instead",
             )
+        if self.evaluate is not None:
+            evaluated = self._evaluated()
+            if self.global_step == 0 and evaluated:  # a resumed run's row was written before
+                self._logger(evaluated, steps=True).log(step=0, **evaluated)
         set_epoch = getattr(getattr(batches, "sampler", None), "set_epoch", None)
-        skip = self.global_step
+        skip = self.global_step if skip_trained else 0
+        if not skip and self._resume_rng is not None:
+            rng.restore(self._resume_rng)  # as the checkpoint left them
+            self._resume_rng = None
         self.model.train()
         passes = 0
         self._window_began = time.perf_counter()  # the first row's step time: steps only
@@ -219,11 +257,15 @@ class TrainingLoop:
                     "give it a loader with at least one batch on every rank",
                 )
 
-    def end_step(self, samples: int = 0, **values: float) -> dict[str, float] | None:
+    def end_step(
+        self, samples: int = 0, tokens: int = 0, **values: float
+    ) -> dict[str, float] | None:
         """Step mode: end this global step on every rank. ``values`` (e.g. ``train_loss``) are
         averaged until the next metrics.csv row; every ``log_every`` steps the row is reduced
-        over ranks, written and returned (else None); every ``checkpoint_every`` steps, and at
-        ``max_steps``, a checkpoint ``Position(global_step=n)``; then the preemption check."""
+        over ranks; every ``eval_every`` steps ``evaluate``'s values join it; a row is written
+        and returned (else None); every ``checkpoint_every`` steps, and at ``max_steps``, a
+        checkpoint ``Position(global_step=n)``; then the preemption check. ``samples`` and
+        ``tokens``: this rank's counts of this step, for the throughput columns."""
         if self.max_steps is None:
             raise UsageError(
                 "TrainingLoop.end_step() is the step mode's",
@@ -234,27 +276,49 @@ class TrainingLoop:
         n = self.global_step
         heartbeat.position(n)
         self._samples += samples
+        self._tokens += tokens
         for name, value in values.items():
             self._sums[name] = self._sums.get(name, 0.0) + float(value)
         self._count += 1
         last = n >= self.max_steps
-        row: dict[str, float] | None = None
+        row: dict[str, float] = {}
+        if self.evaluate is not None and (last or (self.eval_every and n % self.eval_every == 0)):
+            row.update(self._evaluated())
         if n % self.log_every == 0 or last:
             elapsed = max(time.perf_counter() - self._window_began, 1e-9)
             local = {k: v / max(self._count, 1) for k, v in self._sums.items()}
             local["step_time_sec"] = elapsed / max(self._count, 1)
-            row = self.ctx.all_reduce_mean(local)
-            if self._samples:
-                row["samples_per_sec"] = self.ctx.all_reduce_sum(self._samples / elapsed)
-            self._logger(row, steps=True).log(step=n, **row)
-            self._sums, self._count, self._samples = {}, 0, 0
+            reduced = self.ctx.all_reduce_mean(local)
+            rates = {
+                name: count / elapsed
+                for name, count in (
+                    ("samples_per_sec", self._samples),
+                    ("tokens_per_sec", self._tokens),
+                )
+                if count
+            }
+            if rates:
+                reduced.update(self.ctx.all_reduce_sum(rates))
+            row = {**reduced, **row}
+            self._sums, self._count, self._samples, self._tokens = {}, 0, 0, 0
             self._window_began = time.perf_counter()
+        if row:
+            self._logger(row, steps=True).log(step=n, **row)
         here = Position(global_step=n)
         if self.preemption.should_stop():
-            self.preemption.exit(self.checkpointer.save(here, self._partial(), wait=True))
+            self.preemption.exit(self.checkpointer.save(here, self._extra(), wait=True))
         if last or (self.checkpoint_every and n % self.checkpoint_every == 0):
-            self.checkpointer.save(here, self._partial())
-        return row
+            self.checkpointer.save(here, self._extra())
+        return row or None
+
+    def _evaluated(self) -> dict[str, float]:
+        """``evaluate``'s values; its time is moved out of the step-time window."""
+        assert self.evaluate is not None
+        began = time.perf_counter()
+        values = {k: float(v) for k, v in self.evaluate().items()}
+        self.model.train()
+        self._window_began += time.perf_counter() - began
+        return values
 
     def log(self, samples: int, **values: float) -> None:
         """Count this step's samples (throughput) and add to the epoch's running means."""
@@ -274,15 +338,16 @@ class TrainingLoop:
         row = self.timer.reduced(self.ctx, **means)
         row.update(metrics)
         self._logger(row).log(epoch=self.epoch, **row)
-        self.checkpointer.save(Position(self.epoch, 0, self.global_step))
+        self.checkpointer.save(Position(self.epoch, 0, self.global_step), self.state)
         self.timer = None
         return row
 
     def _resuming(self) -> bool:
         return self.epoch == self.start.epoch + 1 and self.start.step > 0
 
-    def _partial(self) -> dict[str, Any]:
-        return {PARTIAL_KEY: {"sums": dict(self._sums), "count": self._count}}
+    def _extra(self) -> dict[str, Any]:
+        """A checkpoint's ``extra``: the script's ``state`` and the running means so far."""
+        return {**self.state, PARTIAL_KEY: {"sums": dict(self._sums), "count": self._count}}
 
     def _logger(self, row: dict[str, float], steps: bool = False) -> MetricsLogger:
         """metrics.csv, opened at the first row: its columns (the epoch or the step mode's),

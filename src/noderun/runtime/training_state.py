@@ -332,8 +332,9 @@ class Checkpointer:
         filesystem allows): a run resumed from a finished one has nothing left to train, and
         must still end with a checkpoint that verify can load."""
         target = self.directory / path.name
-        elsewhere = path.resolve().parent != self.directory.resolve()
-        if self.ctx.is_main and elsewhere and not target.exists():
+        if path.resolve().parent == self.directory.resolve():
+            return  # this run's own: nothing to copy, nothing for the other ranks to wait for
+        if self.ctx.is_main and not target.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp = checkpoint.temporary_dir(self.directory, path.name)
             shutil.rmtree(tmp, ignore_errors=True)
