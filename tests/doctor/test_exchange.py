@@ -42,17 +42,21 @@ def test_a_hand_started_doctor_without_its_flags_is_one_line() -> None:
 
 
 def test_strangers_and_silent_connections_never_stop_node_0() -> None:
-    """A report without the job's token is dropped and logged; a connection that says nothing
-    holds node 0 for at most READ_TIMEOUT (it held it for the whole wait before)."""
+    """A report without the job's token is dropped, told and logged; 30 connections that say
+    nothing and one that sends garbage without a line are read side by side with the real
+    report, which gets through at once (one after the other, they held node 0 for 30 x
+    READ_TIMEOUT)."""
     import socket
     import time
 
     port = free_port()
     listener = exchange.listen(port)
     log: list[str] = []
-    silent = socket.create_connection(("127.0.0.1", port))
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
     stranger = socket.create_connection(("127.0.0.1", port))
-    stranger.sendall(b'{"node_rank": 1, "facts": {"host": "evil"}, "token": "no"}\n')
+    stranger.sendall(b"HELLO no\n")
+    garbage = socket.create_connection(("127.0.0.1", port))
+    garbage.sendall(b"x" * 100_000)  # no line: dropped after HELLO_LIMIT bytes
     got: dict[int, dict] = {}
     reporter = threading.Thread(
         target=lambda: got.update(
@@ -65,10 +69,13 @@ def test_strangers_and_silent_connections_never_stop_node_0() -> None:
         gathered = exchange.gather(listener, 2, {"host": "a"}, wait=60, token="t0k", log=log.append)
     reporter.join(timeout=30)
     assert gathered == {0: {"host": "a"}, 1: {"host": "b"}} == got
-    assert time.monotonic() - started < exchange.READ_TIMEOUT + 15
-    assert any("not this job's token" in line for line in log)
-    silent.close()
-    stranger.close()
+    # the 30 silent connections were read side by side: none of them held the real report
+    assert time.monotonic() - started < exchange.READ_TIMEOUT + 10
+    assert stranger.recv(100).startswith(b"DENIED"), "the stranger is told, not hung"
+    assert any("not this job's token" in line for line in log), log
+    assert any("without a line" in line or "more than" in line for line in log), log
+    for conn in [*silent, stranger, garbage]:
+        conn.close()
 
 
 def test_the_doctor_in_an_allocation_gives_its_probes_a_job_token(
