@@ -44,10 +44,5 @@ def this_machine() -> frozenset[Address]:
     return frozenset(a for a in found if a is not None) | addresses(socket.gethostname())
 
 
-def is_this_machine(found: frozenset[Address]) -> bool:
-    """Whether any of ``found`` is this machine (a loopback or unspecified address too)."""
-    return any(a.is_loopback or a.is_unspecified for a in found) or bool(found & this_machine())
-
-
 def shown(found: frozenset[Address]) -> str:
     return ", ".join(sorted(map(str, found))) or "does not resolve"

@@ -21,7 +21,7 @@ import psutil
 from noderun import failures, proc_guard, rundir
 from noderun.backends.log_router import LogRouter
 from noderun.backends.result import Failure, Result, WorkerExit, first_exit, ranked_failure
-from noderun.backends.supervise import RankPlace, rank_logs, rank_places
+from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan import LaunchPlan, NodeCommand
 from noderun.run_record import RunRecord, RunShape, versions
 
@@ -40,6 +40,11 @@ class _NodeOutput:
         self.node = node_rank
         self.prefix = supervisor.node(node_rank).prefix
         self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
+
+    def pump(self, stream: IO[str], name: str) -> None:
+        for line in iter(stream.readline, ""):
+            self.feed(line, name)
+        stream.close()
 
     def feed(self, raw: str, stream: str) -> None:
         local = self.router.torchrun_line(self.node, self.prefix, raw.rstrip("\n"))
@@ -117,8 +122,9 @@ class LocalSupervisor:
         return rank_places(self.hosts(), self.plan.nproc_per_node)
 
     def log_files(self) -> list[Path]:
-        agents = [self.logs / f"node{node.node_rank}.agent.log" for node in self.plan.nodes]
-        return rank_logs(self.logs, self.plan.world_size) + agents
+        ranks = [f"rank{rank}.log" for rank in range(self.plan.world_size)]
+        agents = [f"node{node.node_rank}.agent.log" for node in self.plan.nodes]
+        return [self.logs / name for name in ranks + agents]
 
     def roots(self) -> list[int]:
         return [proc.pid for proc in self._procs.values()]
@@ -126,20 +132,8 @@ class LocalSupervisor:
     def cancel(self) -> None:
         self._cancelled = True  # wait() notices within 50 ms and tears the gang down
 
-    def _pump(self, stream: IO[str], sink: _NodeOutput, name: str) -> None:
-        for line in iter(stream.readline, ""):
-            sink.feed(line, name)
-        stream.close()
-
     def _elastic_root(self, node_rank: int) -> Path:
         return self.logs / "torchelastic" / f"node{node_rank}"
-
-    def _catch_up(self) -> None:
-        """Every node whose output was read to its end: the rank lines its tee dropped."""
-        for node_rank, sink in self._sinks.items():
-            if any(t.is_alive() for t in self._threads[node_rank]):
-                continue  # still being read: counting now would repeat lines
-            sink.catch_up(elastic_files(self._elastic_root(node_rank), self._before[node_rank]))
 
     def run(self) -> Result:
         self.start()
@@ -188,31 +182,33 @@ class LocalSupervisor:
         self._threads[node.node_rank] = []
         for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             assert stream is not None
-            thread = threading.Thread(target=self._pump, args=(stream, sink, name), daemon=True)
+            thread = threading.Thread(target=sink.pump, args=(stream, name), daemon=True)
             thread.start()
             self._threads[node.node_rank].append(thread)
 
     def _close(self) -> None:
-        """Tear the gang down, read its output to the end, close the logs."""
-        self._teardown(self._procs)
+        """Tear the gang down, read its output to the end (and the rank lines each node's tee
+        dropped, once it was read to its end: earlier, counting would repeat lines)."""
+        self._teardown()
         for node_threads in self._threads.values():
             for thread in node_threads:
                 thread.join(timeout=5)
-        self._catch_up()
+        for node_rank, sink in self._sinks.items():
+            if not any(t.is_alive() for t in self._threads[node_rank]):
+                sink.catch_up(elastic_files(self._elastic_root(node_rank), self._before[node_rank]))
         self.router.close()
 
     def wait(self, on_end: Callable[[], None] | None = None) -> Result:
         """Until every agent succeeded, one failed or ``cancel`` was called; ``on_end`` runs
         then, before the teardown. The first failure is named unless it was cancelled."""
-        procs = self._procs
         try:
-            failed_node = self._watch(procs)
-            failed_nodes = self._settle(procs, failed_node)
+            failed_node = self._watch()
+            failed_nodes = self._settle(failed_node)
             if on_end is not None:
                 on_end()
         finally:
             self._close()
-        codes = {n: p.returncode for n, p in procs.items()}
+        codes = {n: p.returncode for n, p in self._procs.items()}
         result = Result(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - self._began)
         if failed_node is not None and not self._cancelled:
             failed_node = self._root_node(failed_nodes)
@@ -235,7 +231,7 @@ class LocalSupervisor:
             result.exit_code = 1
         return result
 
-    def _settle(self, procs: dict[int, subprocess.Popen[str]], failed: int | None) -> list[int]:
+    def _settle(self, failed: int | None) -> list[int]:
         """The nodes that failed on their own, in the order seen, starting with ``failed``.
 
         A node whose ranks only lost their connection to a peer (a secondary error) is
@@ -252,10 +248,10 @@ class LocalSupervisor:
             return seen
         deadline = time.monotonic() + SECONDARY_GRACE_SEC
         while time.monotonic() < deadline and not self._cancelled:
-            for node, proc in procs.items():
+            for node, proc in self._procs.items():
                 if node not in seen and proc.poll() not in (None, 0):
                     seen.append(node)
-            if all(p.poll() is not None for p in procs.values()):
+            if all(p.poll() is not None for p in self._procs.values()):
                 break
             time.sleep(0.05)
         return seen
@@ -302,10 +298,10 @@ class LocalSupervisor:
             error=record.error if record else None,
         )
 
-    def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:
+    def _watch(self) -> int | None:
         """Wait until all agents succeed (None), one fails (its node), or it is cancelled."""
         while not self._cancelled:
-            done = {n: p.poll() for n, p in procs.items()}
+            done = {n: p.poll() for n, p in self._procs.items()}
             for node, code in done.items():
                 if code not in (None, 0):
                     return node
@@ -314,9 +310,10 @@ class LocalSupervisor:
             time.sleep(0.05)
         return None
 
-    def _teardown(self, procs: dict[int, subprocess.Popen[str]]) -> None:
+    def _teardown(self) -> None:
         """SIGTERM every agent and worker, SIGKILL what is left after the grace period.
         Remote nodes: closing their stdin makes the guard on the host end them."""
+        procs = self._procs
         for proc in procs.values():
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):

@@ -20,7 +20,7 @@ from noderun.backends.local import LocalSupervisor
 from noderun.backends.log_router import LogRouter
 from noderun.backends.ports import require_free_port
 from noderun.backends.result import Failure, Result, first_exit, ranked_failure
-from noderun.backends.supervise import RankPlace, rank_logs, rank_places
+from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan.launch import Gang, plan_local
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.run_record import RunRecord, RunShape
@@ -112,33 +112,22 @@ class StepSupervisor:
         self.logs.mkdir(parents=True, exist_ok=True)
         self._handlers = {s: signal.signal(s, self._forward) for s in FORWARDED}
         self._began = time.monotonic()
-        try:
-            self._proc = subprocess.Popen(
-                self.plan.srun_argv(),
-                env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
-                preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
-            )
-        except BaseException:
-            self._close()
-            raise
+        self._proc = subprocess.Popen(
+            self.plan.srun_argv(),
+            env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
+            preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
+        )
         for stream in (self._proc.stdout, self._proc.stderr):
             assert stream is not None
             thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
             thread.start()
             self._threads.append(thread)
-
-    def _close(self) -> None:
-        for thread in self._threads:
-            thread.join(timeout=10)
-        for s, handler in self._handlers.items():
-            signal.signal(s, handler)
-        self.router.close()
 
     def wait(self, on_end: Callable[[], None] | None = None) -> Result:
         assert self._proc is not None
@@ -147,7 +136,11 @@ class StepSupervisor:
             if on_end is not None:
                 on_end()
         finally:
-            self._close()
+            for thread in self._threads:
+                thread.join(timeout=10)
+            for s, handler in self._handlers.items():
+                signal.signal(s, handler)
+            self.router.close()
         result = Result(
             exit_code=0 if code == 0 else 1,
             srun_exit_code=code,
@@ -378,11 +371,12 @@ class StepBackend:
         return rank_places(self.hosts(), self.step.nproc_per_node)
 
     def log_files(self) -> list[Path]:
-        step, logs = self.step, self.step.run_dir / "logs"
-        agents = range(step.nnodes if step.mode is LaunchMode.TORCHRUN else 0)
-        own = ["node0.agent.log"] if self.direct else ["srun.log"]
-        own += [f"node{node}.agent.log" for node in agents if not self.direct]
-        return rank_logs(logs, step.world_size) + [logs / name for name in own]
+        step = self.step
+        names = [f"rank{rank}.log" for rank in range(step.world_size)]
+        agents = step.nnodes if step.mode is LaunchMode.TORCHRUN else 0
+        names += ["node0.agent.log"] if self.direct else ["srun.log"]
+        names += [f"node{node}.agent.log" for node in range(agents) if not self.direct]
+        return [step.run_dir / "logs" / name for name in names]
 
     def roots(self) -> list[int]:
         return self.gang.roots() if self.gang else []

@@ -39,10 +39,6 @@ def rank_places(hosts: Sequence[str], nproc_per_node: int) -> list[RankPlace]:
     ]
 
 
-def rank_logs(logs: Path, world_size: int) -> list[Path]:
-    return [logs / f"rank{rank}.log" for rank in range(world_size)]
-
-
 class Backend(Protocol):
     """One launch of the whole gang on some nodes: simulated here, SSH hosts, a hand-started
     node (``local.LocalBackend``) or a SLURM step (``slurm_step.StepBackend``). ``supervise``
@@ -53,48 +49,37 @@ class Backend(Protocol):
 
     def banner(self) -> str:
         """The line said before each attempt: the shape, where it meets, the run directory."""
-        ...
 
     def describe(self) -> RunRecord:
         """A fresh record of this attempt: what runs where (not yet how it ended)."""
-        ...
 
     def start(self, on_output: Callable[[], None] | None = None) -> None:
         """Start the gang; ``on_output`` is told of every rank line (the stall watch)."""
-        ...
 
     def wait(self, on_end: Callable[[], None] | None = None) -> Result:
         """Until the gang ended or ``cancel`` stopped it (``on_end`` then, before the teardown);
         torn down, with the first failure named unless it was cancelled."""
-        ...
 
     def cancel(self) -> None:
         """Stop the gang gracefully (safe from a signal handler, before start too)."""
-        ...
 
     def record(self, record: RunRecord, result: Result) -> None:
         """What only this backend knows about the ended attempt (exit codes per node, …)."""
-        ...
 
     def ranks(self) -> list[RankPlace]:
         """Every rank of the run (the whole world, also on nodes started elsewhere)."""
-        ...
 
     def hosts(self) -> list[str]:
         """One host per node, as run.json records them."""
-        ...
 
     def log_files(self) -> list[Path]:
         """The logs this run writes: every rank's, then its agents' or launcher's."""
-        ...
 
     def roots(self) -> list[int]:
         """Processes started here whose descendants are the ranks (none: the ranks are not)."""
-        ...
 
     def srun_job(self) -> str | None:
         """The SLURM job whose ranks are reached through srun (their stacks), or None."""
-        ...
 
 
 @dataclasses.dataclass(frozen=True)
