@@ -7,7 +7,6 @@ import ctypes
 import itertools
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,13 +18,11 @@ from typing import IO
 
 import psutil
 
-from noderun import failures, proc_guard, rundir, timeline
+from noderun import failures, proc_guard, rundir
 from noderun.backends.log_router import LogRouter
 from noderun.backends.result import Failure, Result, WorkerExit, first_exit, ranked_failure
-from noderun.backends.stall import StallWatcher
-from noderun.exit_codes import EXIT_STALLED
+from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan import LaunchPlan, NodeCommand
-from noderun.plan.stall import StallPolicy
 from noderun.run_record import RunRecord, RunShape, versions
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -43,6 +40,11 @@ class _NodeOutput:
         self.node = node_rank
         self.prefix = supervisor.node(node_rank).prefix
         self.told: dict[tuple[int, str], int] = {}  # (local rank, stream) -> lines the tee gave
+
+    def pump(self, stream: IO[str], name: str) -> None:
+        for line in iter(stream.readline, ""):
+            self.feed(line, name)
+        stream.close()
 
     def feed(self, raw: str, stream: str) -> None:
         local = self.router.torchrun_line(self.node, self.prefix, raw.rstrip("\n"))
@@ -84,132 +86,131 @@ def elastic_files(root: Path, skip: set[str]) -> list[tuple[int, str, Path]]:
 
 
 class LocalSupervisor:
-    """Start every agent in its own session, stream output, and tear the gang down together."""
+    """Start every agent in its own session, stream output, and tear the gang down together:
+    ``start``, then ``wait`` (``cancel`` from a signal handler or the stall watch stops it)."""
+
+    grace = 3.0  # seconds between SIGTERM and SIGKILL at teardown
 
     def __init__(
         self,
         plan: LaunchPlan,
         console: IO[str] | None = None,
-        grace: float = 3.0,
-        on_start: Callable[[list[int]], None] | None = None,
-        stall: StallPolicy | None = None,
         show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
-        self.grace = grace
-        self.on_start = on_start
         self.logs = plan.run_dir / "logs"
-        self._stop_signal: int | None = None
-        self.stall = (
-            StallWatcher(stall, plan.run_dir, plan.world_size) if stall and stall.enabled else None
-        )
-        self.router = LogRouter(
-            self.logs,
-            console or sys.stdout,
-            plan.nproc_per_node,
-            show,
-            on_rank_output=self.stall.saw_output if self.stall else None,
-        )
+        self.router = LogRouter(self.logs, console or sys.stdout, plan.nproc_per_node, show)
+        self._cancelled = False
+        self._began = time.monotonic()
+        self._procs: dict[int, subprocess.Popen[str]] = {}
+        self._sinks: dict[int, _NodeOutput] = {}
+        self._threads: dict[int, list[threading.Thread]] = {}
+        self._before: dict[int, set[str]] = {}  # an earlier attempt's torchelastic folders
 
     def node(self, node_rank: int) -> NodeCommand:
         """The plan's node of that rank (a hand-started node's plan holds only its own)."""
         return next(n for n in self.plan.nodes if n.node_rank == node_rank)
 
-    def _pump(self, stream: IO[str], sink: _NodeOutput, name: str) -> None:
-        for line in iter(stream.readline, ""):
-            sink.feed(line, name)
-        stream.close()
+    def hosts(self) -> list[str]:
+        """One host per node: SSH's hosts, else this machine's name (as run.json says)."""
+        plan = self.plan
+        if any(node.remote for node in plan.nodes):
+            return [node.host for node in plan.nodes]
+        return [socket.gethostname()] * plan.nnodes
+
+    def ranks(self) -> list[RankPlace]:
+        return rank_places(self.hosts(), self.plan.nproc_per_node)
+
+    def log_files(self) -> list[Path]:
+        ranks = [f"rank{rank}.log" for rank in range(self.plan.world_size)]
+        agents = [f"node{node.node_rank}.agent.log" for node in self.plan.nodes]
+        return [self.logs / name for name in ranks + agents]
+
+    def roots(self) -> list[int]:
+        return [proc.pid for proc in self._procs.values()]
+
+    def cancel(self) -> None:
+        self._cancelled = True  # wait() notices within 50 ms and tears the gang down
 
     def _elastic_root(self, node_rank: int) -> Path:
         return self.logs / "torchelastic" / f"node{node_rank}"
 
-    def _catch_up(
-        self,
-        sinks: dict[int, _NodeOutput],
-        threads: dict[int, list[threading.Thread]],
-        before: dict[int, set[str]],
-    ) -> None:
-        """Every node whose output was read to its end: the rank lines its tee dropped."""
-        for node_rank, sink in sinks.items():
-            if any(t.is_alive() for t in threads[node_rank]):
-                continue  # still being read: counting now would repeat lines
-            sink.catch_up(elastic_files(self._elastic_root(node_rank), before[node_rank]))
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self._stop_signal = signum
-
     def run(self) -> Result:
+        self.start()
+        return self.wait()
+
+    def start(self, on_output: Callable[[], None] | None = None) -> None:
+        """Start every node's agent; ``on_output`` is told of each rank line."""
+        self.router.on_rank_output = on_output
         self.logs.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError, AttributeError):
             # orphaned workers (their agent killed) come back to us, so none escapes teardown
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        start = time.monotonic()
-        procs: dict[int, subprocess.Popen[str]] = {}
-        sinks: dict[int, _NodeOutput] = {}
-        threads: dict[int, list[threading.Thread]] = {}
-        failed_nodes: list[int] = []
-        before = {  # an earlier attempt's torchelastic folders, not read again
+        self._began = time.monotonic()
+        self._before = {
             node.node_rank: {p.name for p in self._elastic_root(node.node_rank).glob("*")}
             for node in self.plan.nodes
         }
         try:
             for node in self.plan.nodes:
-                # a rank that starts after its agent already died (the launcher SIGKILLed
-                # before the rank could ask for a parent-death signal) sees this pid gone
-                alive = {} if node.remote else {proc_guard.LAUNCHER_PID: str(os.getpid())}
-                proc = subprocess.Popen(
-                    node.argv,
-                    env={**os.environ, **node.env, **alive},
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    # over SSH the far end's guard ends the node when this pipe closes
-                    stdin=subprocess.PIPE if node.remote else subprocess.DEVNULL,
-                    text=True,
-                    start_new_session=True,
-                    preexec_fn=proc_guard.die_with_parent_hook(),  # SIGKILLed with noderun
-                )
-                procs[node.node_rank] = proc
-                if node.stdin_env and proc.stdin is not None:  # the far end's guard reads it
-                    with contextlib.suppress(OSError):
-                        proc.stdin.write(json.dumps(dict(node.stdin_env)) + "\n")
-                        proc.stdin.flush()
-                sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
-                threads[node.node_rank] = []
-                for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-                    assert stream is not None
-                    thread = threading.Thread(
-                        target=self._pump, args=(stream, sinks[node.node_rank], name), daemon=True
-                    )
-                    thread.start()
-                    threads[node.node_rank].append(thread)
-            timeline.stamp(self.plan.run_dir, "step_started", "launcher")
-            if self.on_start:
-                self.on_start([p.pid for p in procs.values()])
-            if self.stall:
-                self.stall.start(roots=[p.pid for p in procs.values()])
-            failed_node = self._watch(procs)
-            failed_nodes = self._settle(procs, failed_node)
-            timeline.stamp(self.plan.run_dir, "step_ended", "launcher")
+                self._start_node(node)
+        except BaseException:
+            self._close()
+            raise
+
+    def _start_node(self, node: NodeCommand) -> None:
+        # a rank that starts after its agent already died (the launcher SIGKILLed before the
+        # rank could ask for a parent-death signal) sees this pid gone
+        alive = {} if node.remote else {proc_guard.LAUNCHER_PID: str(os.getpid())}
+        proc = subprocess.Popen(
+            node.argv,
+            env={**os.environ, **node.env, **alive},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # over SSH the far end's guard ends the node when this pipe closes
+            stdin=subprocess.PIPE if node.remote else subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            preexec_fn=proc_guard.die_with_parent_hook(),  # SIGKILLed with noderun
+        )
+        self._procs[node.node_rank] = proc
+        if node.stdin_env and proc.stdin is not None:  # the far end's guard reads it
+            with contextlib.suppress(OSError):
+                proc.stdin.write(json.dumps(dict(node.stdin_env)) + "\n")
+                proc.stdin.flush()
+        sink = self._sinks[node.node_rank] = _NodeOutput(self, node.node_rank)
+        self._threads[node.node_rank] = []
+        for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            assert stream is not None
+            thread = threading.Thread(target=sink.pump, args=(stream, name), daemon=True)
+            thread.start()
+            self._threads[node.node_rank].append(thread)
+
+    def _close(self) -> None:
+        """Tear the gang down, read its output to the end (and the rank lines each node's tee
+        dropped, once it was read to its end: earlier, counting would repeat lines)."""
+        self._teardown()
+        for node_threads in self._threads.values():
+            for thread in node_threads:
+                thread.join(timeout=5)
+        for node_rank, sink in self._sinks.items():
+            if not any(t.is_alive() for t in self._threads[node_rank]):
+                sink.catch_up(elastic_files(self._elastic_root(node_rank), self._before[node_rank]))
+        self.router.close()
+
+    def wait(self, on_end: Callable[[], None] | None = None) -> Result:
+        """Until every agent succeeded, one failed or ``cancel`` was called; ``on_end`` runs
+        then, before the teardown. The first failure is named unless it was cancelled."""
+        try:
+            failed_node = self._watch()
+            failed_nodes = self._settle(failed_node)
+            if on_end is not None:
+                on_end()
         finally:
-            if self.stall:
-                self.stall.stop()
-            self._teardown(procs)
-            for node_threads in threads.values():
-                for thread in node_threads:
-                    thread.join(timeout=5)
-            self._catch_up(sinks, threads, before)
-            for s, handler in previous.items():
-                signal.signal(s, handler)
-            self.router.close()
-        codes = {n: p.returncode for n, p in procs.items()}
-        result = Result(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - start)
-        if self._stop_signal is not None:
-            result.interrupted_by = signal.Signals(self._stop_signal).name
-            result.exit_code = 128 + self._stop_signal
-        elif self.stall and self.stall.killed:
-            result.exit_code, result.stalled = EXIT_STALLED, self.stall.report
-        elif failed_node is not None:
+            self._close()
+        codes = {n: p.returncode for n, p in self._procs.items()}
+        result = Result(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - self._began)
+        if failed_node is not None and not self._cancelled:
             failed_node = self._root_node(failed_nodes)
             cause = self._cause(failed_node)
             failure = Failure(
@@ -230,7 +231,7 @@ class LocalSupervisor:
             result.exit_code = 1
         return result
 
-    def _settle(self, procs: dict[int, subprocess.Popen[str]], failed: int | None) -> list[int]:
+    def _settle(self, failed: int | None) -> list[int]:
         """The nodes that failed on their own, in the order seen, starting with ``failed``.
 
         A node whose ranks only lost their connection to a peer (a secondary error) is
@@ -246,11 +247,11 @@ class LocalSupervisor:
         ):
             return seen
         deadline = time.monotonic() + SECONDARY_GRACE_SEC
-        while time.monotonic() < deadline and self._stop_signal is None:
-            for node, proc in procs.items():
+        while time.monotonic() < deadline and not self._cancelled:
+            for node, proc in self._procs.items():
                 if node not in seen and proc.poll() not in (None, 0):
                     seen.append(node)
-            if all(p.poll() is not None for p in procs.values()):
+            if all(p.poll() is not None for p in self._procs.values()):
                 break
             time.sleep(0.05)
         return seen
@@ -297,10 +298,10 @@ class LocalSupervisor:
             error=record.error if record else None,
         )
 
-    def _watch(self, procs: dict[int, subprocess.Popen[str]]) -> int | None:
-        """Wait until all agents succeed (None), one fails (its node), or a signal arrives."""
-        while self._stop_signal is None and not (self.stall and self.stall.killed):
-            done = {n: p.poll() for n, p in procs.items()}
+    def _watch(self) -> int | None:
+        """Wait until all agents succeed (None), one fails (its node), or it is cancelled."""
+        while not self._cancelled:
+            done = {n: p.poll() for n, p in self._procs.items()}
             for node, code in done.items():
                 if code not in (None, 0):
                     return node
@@ -309,9 +310,10 @@ class LocalSupervisor:
             time.sleep(0.05)
         return None
 
-    def _teardown(self, procs: dict[int, subprocess.Popen[str]]) -> None:
+    def _teardown(self) -> None:
         """SIGTERM every agent and worker, SIGKILL what is left after the grace period.
         Remote nodes: closing their stdin makes the guard on the host end them."""
+        procs = self._procs
         for proc in procs.values():
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
@@ -364,25 +366,22 @@ def tail(path: Path, lines: int = 20) -> list[str]:
         return []
 
 
-class LocalBackend:
+class LocalBackend(LocalSupervisor):
     """Simulated nodes on this machine, or the one node started here by hand: the plan's
-    agents, run and torn down as one gang by ``LocalSupervisor``."""
+    agents, run and torn down as one gang (``supervise`` runs it)."""
 
     def __init__(
-        self,
-        plan: LaunchPlan,
-        command: list[str],
-        stall: StallPolicy | None = None,
-        show: Callable[[int], bool] | None = None,
+        self, plan: LaunchPlan, command: list[str], show: Callable[[int], bool] | None = None
     ) -> None:
-        self.plan = plan
+        super().__init__(plan, show=show)
         self.command = command
-        self.stall = stall
-        self.show = show
 
     @property
     def run_dir(self) -> Path:
         return self.plan.run_dir
+
+    def srun_job(self) -> None:
+        return None  # every rank is a child of this process (its stacks are taken here)
 
     def banner(self) -> str:
         plan = self.plan
@@ -393,10 +392,9 @@ class LocalBackend:
 
     def describe(self) -> RunRecord:
         plan = self.plan
-        remote = any(node.remote for node in plan.nodes)
         return RunRecord(
             command=self.command,
-            backend="ssh" if remote else "local",
+            backend="ssh" if any(node.remote for node in plan.nodes) else "local",
             script=plan.script,
             script_args=list(plan.script_args),
             entry=plan.entry.value,
@@ -407,14 +405,11 @@ class LocalBackend:
                 master_addr=plan.master_addr,
                 master_port=plan.master_port,
             ),
-            hosts=[n.host for n in plan.nodes] if remote else [socket.gethostname()] * plan.nnodes,
+            hosts=self.hosts(),
             versions=versions(),
             cwd=os.getcwd(),
             start_time=rundir.now_iso(),
         )
-
-    def run(self) -> Result:
-        return LocalSupervisor(self.plan, stall=self.stall, show=self.show).run()
 
     def record(self, record: RunRecord, result: Result) -> None:
         record.node_exit_codes = {str(k): v for k, v in result.node_exit_codes.items()}

@@ -13,18 +13,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from noderun import failures, proc_guard, rundir, timeline
+from noderun import failures, proc_guard, rundir
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.log_router import LogRouter
 from noderun.backends.ports import require_free_port
 from noderun.backends.result import Failure, Result, first_exit, ranked_failure
-from noderun.backends.stall import StallWatcher
-from noderun.exit_codes import EXIT_STALLED
+from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan.launch import Gang, plan_local
 from noderun.plan.slurm import LaunchMode, StepPlan
-from noderun.plan.stall import StallPolicy
 from noderun.run_record import RunRecord, RunShape
 from noderun.topology import port_for_job
 from noderun.topology.contract import job_token
@@ -48,8 +46,6 @@ class StepSupervisor:
         self,
         plan: StepPlan,
         console: IO[str] | None = None,
-        stall: StallPolicy | None = None,
-        job_id: str | None = None,
         show: Callable[[int], bool] | None = None,
     ) -> None:
         self.plan = plan
@@ -61,25 +57,19 @@ class StepSupervisor:
         self._failed_nodes: list[str] = []  # hosts srun reported a node failure of
         self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
-        self._stop_signal: int | None = None
-        self.stall = (
-            StallWatcher(
-                stall, plan.run_dir, plan.world_size, job_id, plan.hosts, on_kill=self._stop_step
-            )
-            if stall and stall.enabled and job_id
-            else None
-        )
-        self.router = LogRouter(
-            self.logs,
-            console or sys.stdout,
-            plan.nproc_per_node,
-            show,
-            on_rank_output=self.stall.saw_output if self.stall else None,
-        )
+        self._cancelled = False
+        self._began = time.monotonic()
+        self._threads: list[threading.Thread] = []
+        self._handlers: dict[int, Any] = {}
+        self.router = LogRouter(self.logs, console or sys.stdout, plan.nproc_per_node, show)
 
-    def _stop_step(self) -> None:
+    def cancel(self) -> None:
+        self._cancelled = True
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)  # srun forwards it and ends the step
+
+    def roots(self) -> list[int]:
+        return []  # the ranks run under slurmstepd, on the job's nodes
 
     def feed(self, raw: str) -> None:
         """One line of srun output: ``T: text`` (task T) or srun's own message."""
@@ -112,61 +102,51 @@ class StepSupervisor:
             self.feed(line)
         stream.close()
 
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self._stop_signal = signum
-        self._stop_step()
-
     def _forward(self, signum: int, _frame: object) -> None:
         """sbatch --signal=B:USR1@T lands here: pass it on (srun forwards it to every task)."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signum)
 
-    def run(self) -> Result:
+    def start(self, on_output: Callable[[], None] | None = None) -> None:
+        self.router.on_rank_output = on_output
         self.logs.mkdir(parents=True, exist_ok=True)
-        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        handlers.update({s: signal.signal(s, self._forward) for s in FORWARDED})
-        start = time.monotonic()
-        threads: list[threading.Thread] = []
+        self._handlers = {s: signal.signal(s, self._forward) for s in FORWARDED}
+        self._began = time.monotonic()
+        self._proc = subprocess.Popen(
+            self.plan.srun_argv(),
+            env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+            # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
+            preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
+        )
+        for stream in (self._proc.stdout, self._proc.stderr):
+            assert stream is not None
+            thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def wait(self, on_end: Callable[[], None] | None = None) -> Result:
+        assert self._proc is not None
         try:
-            self._proc = subprocess.Popen(
-                self.plan.srun_argv(),
-                env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
-                preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
-            )
-            timeline.stamp(self.plan.run_dir, "step_started", "launcher")
-            for stream in (self._proc.stdout, self._proc.stderr):
-                assert stream is not None
-                thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-                thread.start()
-                threads.append(thread)
-            if self.stall:
-                self.stall.start()
             code = self._proc.wait()
-            timeline.stamp(self.plan.run_dir, "step_ended", "launcher")
+            if on_end is not None:
+                on_end()
         finally:
-            if self.stall:
-                self.stall.stop()
-            for thread in threads:
+            for thread in self._threads:
                 thread.join(timeout=10)
-            for s, handler in handlers.items():
+            for s, handler in self._handlers.items():
                 signal.signal(s, handler)
             self.router.close()
         result = Result(
-            exit_code=0 if code == 0 else 1, srun_exit_code=code, duration=time.monotonic() - start
+            exit_code=0 if code == 0 else 1,
+            srun_exit_code=code,
+            duration=time.monotonic() - self._began,
         )
-        if self._stop_signal is not None:
-            result.interrupted_by = signal.Signals(self._stop_signal).name
-            result.exit_code = 128 + self._stop_signal
-        elif self.stall and self.stall.killed:
-            result.exit_code = EXIT_STALLED
-            result.stalled = f"stopped after a stall (exit {EXIT_STALLED}): {self.stall.report}"
-        elif code != 0:
+        if code != 0 and not self._cancelled:
             result.failure = self.diagnose(code)
         return result
 
@@ -325,7 +305,6 @@ class StepBackend:
         job_id: str,
         command: list[str],
         direct: bool = False,
-        stall: StallPolicy | None = None,
         show: Callable[[int], bool] | None = None,
         restart_count: int = 0,
         known_as: str | None = None,
@@ -335,9 +314,9 @@ class StepBackend:
         self.known_as = known_as or job_id  # `<array>_<task>` for an array task (run.json's)
         self.command = command
         self.direct = direct
-        self.stall = stall
         self.show = show
         self.restart_count = restart_count  # SLURM's: how often the job was requeued
+        self.gang: StepSupervisor | LocalSupervisor | None = None  # once started
 
     @property
     def run_dir(self) -> Path:
@@ -385,26 +364,55 @@ class StepBackend:
             start_time=rundir.now_iso(),
         )
 
-    def run(self) -> Result:
+    def hosts(self) -> list[str]:
+        return [self.step.host_of(node) for node in range(self.step.nnodes)]
+
+    def ranks(self) -> list[RankPlace]:
+        return rank_places(self.hosts(), self.step.nproc_per_node)
+
+    def log_files(self) -> list[Path]:
+        step = self.step
+        names = [f"rank{rank}.log" for rank in range(step.world_size)]
+        agents = step.nnodes if step.mode is LaunchMode.TORCHRUN else 0
+        names += ["node0.agent.log"] if self.direct else ["srun.log"]
+        names += [f"node{node}.agent.log" for node in range(agents) if not self.direct]
+        return [step.run_dir / "logs" / name for name in names]
+
+    def roots(self) -> list[int]:
+        return self.gang.roots() if self.gang else []
+
+    def srun_job(self) -> str | None:
+        return None if self.direct else self.job_id
+
+    def cancel(self) -> None:
+        if self.gang is not None:
+            self.gang.cancel()
+
+    def start(self, on_output: Callable[[], None] | None = None) -> None:
         step = self.step
         (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         for rank in range(step.world_size):  # one log per rank, even for a rank that is silent
             (step.run_dir / "logs" / f"rank{rank}.log").touch()
         if not self.direct:
-            return StepSupervisor(step, stall=self.stall, job_id=self.job_id, show=self.show).run()
-        gang = Gang(
-            nnodes=1,
-            nproc_per_node=step.nproc_per_node,
-            master_addr="127.0.0.1",
-            master_port=require_free_port(self.master_port),
-            run_dir=step.run_dir,
-            script=step.script,
-            script_args=step.script_args,
-            run_id=step.run_id or self.job_id,
-            entry=step.entry,
-        )
-        plan = plan_local(gang, dict(step.env))
-        return LocalSupervisor(plan, stall=self.stall, show=self.show).run()
+            self.gang = StepSupervisor(step, show=self.show)
+        else:
+            gang = Gang(
+                nnodes=1,
+                nproc_per_node=step.nproc_per_node,
+                master_addr="127.0.0.1",
+                master_port=require_free_port(self.master_port),
+                run_dir=step.run_dir,
+                script=step.script,
+                script_args=step.script_args,
+                run_id=step.run_id or self.job_id,
+                entry=step.entry,
+            )
+            self.gang = LocalSupervisor(plan_local(gang, dict(step.env)), show=self.show)
+        self.gang.start(on_output)
+
+    def wait(self, on_end: Callable[[], None] | None = None) -> Result:
+        assert self.gang is not None
+        return self.gang.wait(on_end)
 
     def record(self, record: RunRecord, result: Result) -> None:
         if not self.direct:

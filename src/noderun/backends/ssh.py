@@ -29,7 +29,6 @@ from noderun.backends.result import Result
 from noderun.errors import UsageError
 from noderun.plan import LaunchPlan
 from noderun.plan.ssh import ssh_argv
-from noderun.plan.stall import StallPolicy
 from noderun.run_record import RunRecord
 
 # runs on the host as `python -c CHECK GUARD PORT`; prints one line, exit 0 when all is well
@@ -281,10 +280,9 @@ class SshBackend(LocalBackend):
         plan: LaunchPlan,
         command: list[str],
         config: str | None = None,
-        stall: StallPolicy | None = None,
         show: Callable[[int], bool] | None = None,
     ) -> None:
-        super().__init__(plan, command, stall, show)
+        super().__init__(plan, command, show)
         self.config = config
 
     def record(self, record: RunRecord, result: Result) -> None:

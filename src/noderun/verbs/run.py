@@ -183,7 +183,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         done = supervise(
             backend,
-            Policy(flags.max_restarts),
+            Policy(flags.max_restarts, stall_policy(args)),
             record,
             relaunch=lambda attempt: _backend(args, flags, attempt),
             since=timeline.process_start(),
@@ -203,12 +203,11 @@ def main(args: argparse.Namespace) -> int:
 
 def _backend(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LocalBackend:
     """Simulated nodes here, the node started here by hand, or one node per host over SSH."""
-    stall, show = stall_policy(args), flags.shown
     command = secret_env.masked_argv(sys.argv)  # never a secret in run.json
     if run_ssh.wanted(args):
         plan = run_ssh.build_plan(args, flags, attempt)
-        return ssh.SshBackend(plan, command, args.ssh_config, stall, show)
-    return LocalBackend(run_request(args, flags, attempt).launch_plan(), command, stall, show)
+        return ssh.SshBackend(plan, command, args.ssh_config, flags.shown)
+    return LocalBackend(run_request(args, flags, attempt).launch_plan(), command, flags.shown)
 
 
 def _report(run_dir: Path, result: Result, outcome: Outcome) -> None:

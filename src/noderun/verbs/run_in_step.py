@@ -327,7 +327,7 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
             flush=True,
         )
     (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    supervisor = StepSupervisor(step, job_id=facts.job_id, show=flags.shown)
+    supervisor = StepSupervisor(step, show=flags.shown)
     child = _Child(step, facts, supervisor)
     start = time.monotonic()
     code = child.run()

@@ -153,7 +153,6 @@ def main(
             job_id,
             secret_env.masked_argv(sys.argv),
             direct,
-            stall_policy(args),
             flags.shown,
             restarts,
             known_as=slurm_job_id(env),
@@ -162,7 +161,7 @@ def main(
     first = backend(step)
     done = supervise(
         first,
-        Policy(flags.max_restarts),
+        Policy(flags.max_restarts, stall_policy(args)),
         first.describe(),
         relaunch=lambda attempt: backend(build_step(args, env, flags, attempt)),
         since=timeline.process_start(),
