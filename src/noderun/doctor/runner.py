@@ -13,21 +13,25 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from noderun import proc_guard
 from noderun.backends import slurm
+from noderun.backends.local import LocalSupervisor
 from noderun.backends.ports import free_port
+from noderun.backends.slurm_step import StepSupervisor
 from noderun.check_result import failed, skipped
 from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_checks
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
 from noderun.errors import UsageError
+from noderun.plan.launch import Entry, Gang, plan_local
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
-from noderun.plan.slurm import LaunchMode
+from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.secret_env import is_secret
 from noderun.srun_lines import read_marked
 from noderun.topology import port_for_job
@@ -37,6 +41,7 @@ PROBE_WAIT = 20.0
 HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
 STEP_TIMEOUT = 180.0
 RESULT_FILE = "doctor.json"
+COLLECTIVE = "noderun.doctor.collective"  # run as a module by every rank
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,12 +174,47 @@ def _srun(
     return step.code, step.text
 
 
-def _collective(code: int, text: str, log: Path) -> tuple[Any, str]:
+def _collective(
+    supervisor: Callable[[IO[str]], LocalSupervisor | StepSupervisor], log: Path
+) -> tuple[Any, str]:
+    """Run the collective test's gang as a launch backend does (its start, teardown, logs),
+    its console (every line with its ``node:rank|`` prefix) kept in ``log``; rank 0's result,
+    else why not. Cancelled after ``STEP_TIMEOUT``, as a gang would hang on a lost node."""
+    with open(log, "w") as console:
+        gang = supervisor(console)
+        timer = threading.Timer(STEP_TIMEOUT, gang.cancel)
+        timer.daemon = True
+        gang.start()
+        timer.start()
+        try:
+            result = gang.wait()
+        finally:
+            timer.cancel()
+    text = log.read_text(errors="replace")
     results = _marked(text, COLLECTIVE_MARKER)
     if results:
         return results[0], ""
-    tail = [line for line in text.splitlines() if line.strip()][-1:] or [f"exit code {code}"]
-    return None, f"{tail[0][:200]} (log: {log})"
+    if result.failure is not None:
+        why = result.failure.summary
+    elif result.exit_code == 0:
+        why = "rank 0 printed no result"
+    else:
+        why = f"timed out after {STEP_TIMEOUT:.0f} s"
+    return None, f"{why[:300]} (log: {log})"
+
+
+def _gang(run_dir: Path, nnodes: int, nproc: int, master: str, port: int, python: str) -> Gang:
+    """The collective test as a launch: its ranks' logs under ``run_dir/collective``."""
+    return Gang(
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        master_addr=master,
+        master_port=port,
+        run_dir=run_dir / "collective",
+        script=COLLECTIVE,
+        python=python,
+        entry=Entry.MODULE,
+    )
 
 
 def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> DoctorResult:
@@ -186,15 +226,8 @@ def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> 
     _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
     checks = node_checks(_marked(text, PROBE_MARKER), [host])
     log = run_dir / "logs" / "doctor-collective.log"
-    collective, error = _collective(
-        *_run(
-            [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             f"--nproc-per-node={nproc}", "-m", "noderun.doctor.collective"],
-            {**os.environ, **RankContract(run_dir=str(run_dir)).to_env()},
-            log,
-        ),
-        log,
-    )  # fmt: skip
+    gang = _gang(run_dir, 1, nproc, "127.0.0.1", free_port(), sys.executable)
+    collective, error = _collective(lambda out: LocalSupervisor(plan_local(gang), out), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     return DoctorResult("local", [host], checks, collective, str(run_dir))
 
@@ -228,17 +261,19 @@ def run_in_allocation(
     checks = node_checks(probes, hosts)
     master = next((p for p in probes if p.get("is_master")), {})
     spare = (master.get("port") or {}).get("spare") or port + 1
-    collective, error = _collective(
-        *_srun(
-            [f"--nodes={n}", f"--ntasks={n * nproc}", f"--ntasks-per-node={nproc}",
-             "--kill-on-bad-exit=1", "--wait=30"],
-            [sys.executable, "-m", "noderun.doctor.collective"],
-            {**environ, "MASTER_ADDR": hosts[0], "MASTER_PORT": str(spare),
-             **RankContract(run_dir=str(run_dir), join_timeout=30.0).to_env()},
-            run_dir / "logs" / "doctor-collective.log",
-        ),
-        run_dir / "logs" / "doctor-collective.log",
-    )  # fmt: skip
+    log = run_dir / "logs" / "doctor-collective.log"
+    plan = StepPlan(
+        mode=LaunchMode.SRUN,  # one task per rank, as `noderun run` starts them in a job
+        nnodes=n,
+        nproc_per_node=nproc,
+        run_dir=run_dir / "collective",
+        script=COLLECTIVE,
+        entry=Entry.MODULE,
+        join_timeout=30.0,
+        master_port=spare,
+        hosts=tuple(hosts),
+    )
+    collective, error = _collective(lambda out: StepSupervisor(plan, out), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {
         "probe": round(probe_sec, 2),
@@ -261,8 +296,7 @@ def run_over_ssh(
     import concurrent.futures
 
     from noderun.backends import ssh
-    from noderun.plan.launch import Entry, Gang
-    from noderun.plan.ssh import SSH_GUARD, forwarded_env, remote_command, ssh_argv
+    from noderun.plan.ssh import SSH_GUARD, forwarded_env, plan_ssh, remote_command, ssh_argv
 
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
     port = ssh.preflight(hosts, cwd, python, SSH_GUARD, None, ssh_config)  # one line per problem
@@ -279,43 +313,28 @@ def run_over_ssh(
         "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc),
     }
 
-    def on_hosts(commands: list[list[str]], log: Path) -> tuple[int, str]:
-        line = json.dumps(env) + "\n"  # read at each call: the collective step adds to env
-
-        def one(index: int) -> tuple[int, str]:
-            remote = remote_command(commands[index], {}, cwd, python, SSH_GUARD)
-            argv = ssh_argv(hosts[index], remote, config=ssh_config)
-            return _run(argv, os.environ, log, stdin_line=line)
-
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
-            done = list(pool.map(one, range(n)))
-        log.write_text("".join(text for _, text in done))
-        return max(code for code, _ in done), "".join(text for _, text in done)
+    def probe_on(host: str) -> tuple[int, str]:
+        remote = remote_command(probe_argv, {}, cwd, python, SSH_GUARD)
+        argv = ssh_argv(host, remote, config=ssh_config)
+        return _run(argv, os.environ, probe_log, stdin_line=json.dumps(env) + "\n")
 
     began = time.monotonic()
     probe_argv = _probe_argv(hosts[0], port, n, token_file, token, checklist)
-    _, text = on_hosts([probe_argv] * n, run_dir / "logs" / "doctor-probe.log")
+    probe_log = run_dir / "logs" / "doctor-probe.log"
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
+        text = "".join(out for _, out in pool.map(probe_on, hosts))
+    probe_log.write_text(text)
     probe_sec = time.monotonic() - began
     probes = _marked(text, PROBE_MARKER)
     checks = node_checks(probes, list(hosts))
     master = next((p for p in probes if p.get("is_master")), {})
     spare = (master.get("port") or {}).get("spare") or port + 1
     log = run_dir / "logs" / "doctor-collective.log"
-    agents = [
-        Gang(
-            nnodes=n,
-            nproc_per_node=nproc,
-            master_addr=hosts[0],
-            master_port=spare,
-            run_dir=run_dir,
-            script="noderun.doctor.collective",
-            python=python,
-            entry=Entry.MODULE,
-        ).agent_argv(i)
-        for i in range(n)
-    ]
-    env.update(RankContract(run_dir=str(run_dir)).to_env())
-    collective, error = _collective(*on_hosts(agents, log), log)
+    gang = _gang(run_dir, n, nproc, hosts[0], spare, python)
+    # as `noderun run --hosts` starts it: one torchrun agent per host, the ranks' variables
+    # (the job token with them) on the connection, never on a command line
+    plan = plan_ssh(gang, hosts, cwd=cwd, guard=SSH_GUARD, env=env, ssh_config=ssh_config)
+    collective, error = _collective(lambda out: LocalSupervisor(plan, out), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {
         "probe": round(probe_sec, 2),
