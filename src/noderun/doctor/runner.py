@@ -15,9 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from noderun import proc_guard
 from noderun.backends import slurm
@@ -29,7 +29,7 @@ from noderun.doctor.checks import NodeCheck, collective_check, healthy, node_che
 from noderun.doctor.collective import MARKER as COLLECTIVE_MARKER
 from noderun.doctor.probe import MARKER as PROBE_MARKER
 from noderun.errors import UsageError
-from noderun.plan.launch import Entry, Gang, plan_local
+from noderun.plan.launch import Entry, Gang, LaunchPlan, plan_local
 from noderun.plan.sbatch import SbatchPlan, SubmitRequest
 from noderun.plan.slurm import LaunchMode, StepPlan
 from noderun.secret_env import is_secret
@@ -174,16 +174,19 @@ def _srun(
     return step.code, step.text
 
 
-def _collective(
-    supervisor: Callable[[IO[str]], LocalSupervisor | StepSupervisor], log: Path
-) -> tuple[Any, str]:
-    """Run the collective test's gang as a launch backend does (its start, teardown, logs),
-    its console (every line with its ``node:rank|`` prefix) kept in ``log``; rank 0's result,
-    else why not. Cancelled after ``STEP_TIMEOUT``, as a gang would hang on a lost node."""
+def _collective(plan: LaunchPlan | StepPlan, log: Path) -> tuple[Any, str]:
+    """Run the collective test's gang with the launch backends' supervisors (their start,
+    teardown, logs and first failure), its console (``node:rank|`` lines) kept in ``log``;
+    rank 0's result, else why not. Cancelled after ``STEP_TIMEOUT``: a lost node hangs it."""
     with open(log, "w") as console:
-        gang = supervisor(console)
+        gang: LocalSupervisor | StepSupervisor
+        if isinstance(plan, StepPlan):
+            gang = StepSupervisor(plan, console)
+        else:
+            gang = LocalSupervisor(plan, console)
         timer = threading.Timer(STEP_TIMEOUT, gang.cancel)
         timer.daemon = True
+        began = time.monotonic()
         gang.start()
         timer.start()
         try:
@@ -194,12 +197,9 @@ def _collective(
     results = _marked(text, COLLECTIVE_MARKER)
     if results:
         return results[0], ""
-    if result.failure is not None:
-        why = result.failure.summary
-    elif result.exit_code == 0:
-        why = "rank 0 printed no result"
-    else:
-        why = f"timed out after {STEP_TIMEOUT:.0f} s"
+    ran = time.monotonic() - began
+    why = f"timed out after {STEP_TIMEOUT:.0f} s" if ran >= STEP_TIMEOUT else "no result"
+    why = result.failure.summary if result.failure else why
     return None, f"{why[:300]} (log: {log})"
 
 
@@ -227,7 +227,7 @@ def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> 
     checks = node_checks(_marked(text, PROBE_MARKER), [host])
     log = run_dir / "logs" / "doctor-collective.log"
     gang = _gang(run_dir, 1, nproc, "127.0.0.1", free_port(), sys.executable)
-    collective, error = _collective(lambda out: LocalSupervisor(plan_local(gang), out), log)
+    collective, error = _collective(plan_local(gang), log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     return DoctorResult("local", [host], checks, collective, str(run_dir))
 
@@ -273,7 +273,7 @@ def run_in_allocation(
         master_port=spare,
         hosts=tuple(hosts),
     )
-    collective, error = _collective(lambda out: StepSupervisor(plan, out), log)
+    collective, error = _collective(plan, log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {
         "probe": round(probe_sec, 2),
@@ -334,7 +334,7 @@ def run_over_ssh(
     # as `noderun run --hosts` starts it: one torchrun agent per host, the ranks' variables
     # (the job token with them) on the connection, never on a command line
     plan = plan_ssh(gang, hosts, cwd=cwd, guard=SSH_GUARD, env=env, ssh_config=ssh_config)
-    collective, error = _collective(lambda out: LocalSupervisor(plan, out), log)
+    collective, error = _collective(plan, log)
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {
         "probe": round(probe_sec, 2),
