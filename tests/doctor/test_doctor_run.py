@@ -41,6 +41,8 @@ def test_doctor_on_this_machine(tmp_path: Path):
     assert report["mode"] == "local" and report["collective"]["world_size"] == 2
     assert_report(report, report["nodes"], 2)
     assert report["healthy"] is (done.returncode == 0)
+    # the collective ran as a launch: the backends' per-rank log, under its own folder
+    assert "NODERUN_DOCTOR_COLLECTIVE" in (tmp_path / "doc/collective/logs/rank0.log").read_text()
     logs = b"".join(p.read_bytes() for p in (tmp_path / "doc" / "logs").iterdir())
     assert SECRET not in done.stdout + done.stderr and SECRET.encode() not in logs
 
