@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,19 +217,43 @@ def _gang(run_dir: Path, nnodes: int, nproc: int, master: str, port: int, python
     )
 
 
+def _checked(
+    mode: str,
+    hosts: Sequence[str],
+    text: str,
+    port: int,
+    run_dir: Path,
+    began: float,
+    collective_plan: Callable[[int], LaunchPlan | StepPlan],
+) -> DoctorResult:
+    """The probes' checks (``text``: their output), then the collective test, planned on the
+    port the master's probe found spare."""
+    probe_sec = time.monotonic() - began
+    probes = _marked(text, PROBE_MARKER)
+    checks = node_checks(probes, list(hosts))
+    master = next((p for p in probes if p.get("is_master")), {})
+    spare = (master.get("port") or {}).get("spare") or port + 1
+    log = run_dir / "logs" / "doctor-collective.log"
+    collective, error = _collective(collective_plan(spare), log)
+    checks.append(NodeCheck("all", collective_check(collective, error)))
+    steps = {"probe": probe_sec, "collective": time.monotonic() - began - probe_sec}
+    seconds = {name: round(value, 2) for name, value in steps.items()}
+    return DoctorResult(mode, list(hosts), checks, collective, str(run_dir), step_seconds=seconds)
+
+
 def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> DoctorResult:
     """This machine: one probe, and a collective test over ``nproc`` local ranks."""
     token_file, token = _write_token(run_dir)
-    host = socket.gethostname()
+    host, port = socket.gethostname(), free_port()
     env = {**os.environ, **job_token(os.environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
-    argv = _probe_argv(host, free_port(), 1, token_file, token, checklist)
+    began = time.monotonic()
+    argv = _probe_argv(host, port, 1, token_file, token, checklist)
     _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
-    checks = node_checks(_marked(text, PROBE_MARKER), [host])
-    log = run_dir / "logs" / "doctor-collective.log"
-    gang = _gang(run_dir, 1, nproc, "127.0.0.1", free_port(), sys.executable)
-    collective, error = _collective(plan_local(gang), log)
-    checks.append(NodeCheck("all", collective_check(collective, error)))
-    return DoctorResult("local", [host], checks, collective, str(run_dir))
+
+    def ranks(spare: int) -> LaunchPlan:  # one torchrun agent, as `noderun run` starts it here
+        return plan_local(_gang(run_dir, 1, nproc, "127.0.0.1", spare, sys.executable))
+
+    return _checked("local", [host], text, port, run_dir, began, ranks)
 
 
 def run_in_allocation(
@@ -256,32 +280,21 @@ def run_in_allocation(
         env,
         run_dir / "logs" / "doctor-probe.log",
     )
-    probe_sec = time.monotonic() - began
-    probes = _marked(text, PROBE_MARKER)
-    checks = node_checks(probes, hosts)
-    master = next((p for p in probes if p.get("is_master")), {})
-    spare = (master.get("port") or {}).get("spare") or port + 1
-    log = run_dir / "logs" / "doctor-collective.log"
-    plan = StepPlan(
-        mode=LaunchMode.SRUN,  # one task per rank, as `noderun run` starts them in a job
-        nnodes=n,
-        nproc_per_node=nproc,
-        run_dir=run_dir / "collective",
-        script=COLLECTIVE,
-        entry=Entry.MODULE,
-        join_timeout=30.0,
-        master_port=spare,
-        hosts=tuple(hosts),
-    )
-    collective, error = _collective(plan, log)
-    checks.append(NodeCheck("all", collective_check(collective, error)))
-    steps = {
-        "probe": round(probe_sec, 2),
-        "collective": round(time.monotonic() - began - probe_sec, 2),
-    }
-    return DoctorResult(
-        f"slurm job {job}", hosts, checks, collective, str(run_dir), step_seconds=steps
-    )
+
+    def ranks(spare: int) -> StepPlan:  # one task per rank, as `noderun run` starts them in a job
+        return StepPlan(
+            mode=LaunchMode.SRUN,
+            nnodes=n,
+            nproc_per_node=nproc,
+            run_dir=run_dir / "collective",
+            script=COLLECTIVE,
+            entry=Entry.MODULE,
+            join_timeout=30.0,
+            master_port=spare,
+            hosts=tuple(hosts),
+        )
+
+    return _checked(f"slurm job {job}", hosts, text, port, run_dir, began, ranks)
 
 
 def run_over_ssh(
@@ -324,31 +337,16 @@ def run_over_ssh(
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
         text = "".join(out for _, out in pool.map(probe_on, hosts))
     probe_log.write_text(text)
-    probe_sec = time.monotonic() - began
-    probes = _marked(text, PROBE_MARKER)
-    checks = node_checks(probes, list(hosts))
-    master = next((p for p in probes if p.get("is_master")), {})
-    spare = (master.get("port") or {}).get("spare") or port + 1
-    log = run_dir / "logs" / "doctor-collective.log"
-    gang = _gang(run_dir, n, nproc, hosts[0], spare, python)
-    # as `noderun run --hosts` starts it: one torchrun agent per host, the ranks' variables
-    # (the job token with them) on the connection, never on a command line
-    plan = plan_ssh(gang, hosts, cwd=cwd, guard=SSH_GUARD, env=env, ssh_config=ssh_config)
-    collective, error = _collective(plan, log)
-    checks.append(NodeCheck("all", collective_check(collective, error)))
-    steps = {
-        "probe": round(probe_sec, 2),
-        "collective": round(time.monotonic() - began - probe_sec, 2),
-    }
-    ssh.close_connections(hosts, ssh_config)
-    return DoctorResult(
-        f"ssh hosts {','.join(hosts)}",
-        list(hosts),
-        checks,
-        collective,
-        str(run_dir),
-        step_seconds=steps,
-    )
+
+    def agents(spare: int) -> LaunchPlan:  # one torchrun agent per host, as `noderun run --hosts`
+        gang = _gang(run_dir, n, nproc, hosts[0], spare, python)
+        # the ranks' variables (the job token with them) go on the connection, as the probes'
+        return plan_ssh(gang, hosts, cwd=cwd, guard=SSH_GUARD, env=env, ssh_config=ssh_config)
+
+    try:
+        return _checked(f"ssh hosts {','.join(hosts)}", hosts, text, port, run_dir, began, agents)
+    finally:
+        ssh.close_connections(hosts, ssh_config)
 
 
 def run_hand_started(
