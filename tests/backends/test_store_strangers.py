@@ -6,6 +6,7 @@ docs/reliability.md states (the same as under torchrun, whose agent serves the s
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import shutil
@@ -38,7 +39,8 @@ def test_strangers_never_stop_or_stall_the_srun_mode_store() -> None:
         b"\x00" + b"\xff" * 8 + os.urandom(1 << 20),  # a huge length, then a megabyte
     ):
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(junk)
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(junk)  # the store may drop the garbage before the last byte is sent
         strangers.append(sock)
 
     started = time.monotonic()
@@ -68,6 +70,10 @@ def test_the_boundary_another_user_of_node_0_reads_the_store_even_on_loopback() 
     (tests/backends/test_gate_strangers.py)."""
     import torch.distributed as dist
 
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+    can = subprocess.run([*as_nobody, "-c", "import torch"], capture_output=True, cwd="/")
+    if can.returncode != 0:  # e.g. a clone in a private (0700) temporary folder
+        pytest.skip(f"user nobody cannot run this venv's torch here: {can.stderr[-200:]!r}")
     ports = []
     for host in ("", "127.0.0.1"):  # the srun-mode store; the loopback-only store weighed
         sock = socket.socket()
@@ -86,11 +92,8 @@ def test_the_boundary_another_user_of_node_0_reads_the_store_even_on_loopback() 
         " datetime.timedelta(seconds=10), wait_for_workers=False)\n"
         "    print(s.get('rank0_addr').decode())\n"
     )
-    other = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         sys.executable, "-c", read, *map(str, ports)],
-        capture_output=True, text=True, timeout=60, cwd="/",
-    )  # fmt: skip
+    other = subprocess.run([*as_nobody, "-c", read, *map(str, ports)],
+                           capture_output=True, text=True, timeout=60, cwd="/")  # fmt: skip
     assert other.returncode == 0, other.stderr[-2000:]
     assert other.stdout.split() == ["10.0.0.1", "10.0.0.2"], other.stdout
 
