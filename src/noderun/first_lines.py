@@ -20,6 +20,15 @@ SILENT = "said nothing within {timeout:g} s"
 TOO_LONG = "sent more than {limit} bytes without a line"
 
 
+def peer(conn: socket.socket, port: bool = True) -> str:
+    """Who is at the other end of ``conn``: ``host:port`` (or the host alone), for the log."""
+    try:
+        address = conn.getpeername()[:2]
+    except OSError:
+        return "an unknown peer"
+    return f"{address[0]}:{address[1]}" if port else str(address[0])
+
+
 class FirstLines:
     """Accepts on ``listener`` and hands over each connection with its first line.
 

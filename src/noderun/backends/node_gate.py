@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from noderun.errors import RendezvousTimeoutError, UsageError
-from noderun.first_lines import FirstLines
+from noderun.first_lines import FirstLines, peer
 
 _READ_TIMEOUT = 5.0
 _MAX_LINE = 1024  # a HELLO is ~100 bytes
@@ -44,14 +44,6 @@ def listen(port: int, host: str, backlog: int = 16) -> socket.socket:
         raise
     listener.listen(backlog)
     return listener
-
-
-def _peer(conn: socket.socket) -> str:
-    try:
-        host, port = conn.getpeername()[:2]
-    except OSError:
-        return "an unknown peer"
-    return f"{host}:{port}"
 
 
 class GateError(RendezvousTimeoutError):
@@ -191,12 +183,12 @@ class NodeGate:
             return
         given = words[3] if len(words) > 3 and words[3] != "-" else ""
         if self.token and not hmac.compare_digest(given, self.token):
-            peer = _peer(conn)
+            who = peer(conn)
             # said once per stranger: a participant with a wrong token retries until the end
-            seen = (peer.rpartition(":")[0], words[1], words[2], given)
+            seen = (who.rpartition(":")[0], words[1], words[2], given)
             self._turned_away[seen] = self._turned_away.get(seen, 0) + 1
             if self._turned_away[seen] == 1:
-                self.log(f"noderun.node: dropped a check-in from {peer}: not this job's token")
+                self.log(f"noderun.node: dropped a check-in from {who}: not this job's token")
             _send_line(conn, _DENIED)  # says nothing of the token, only that it is not this one
             conn.close()  # another job on the same port, or a stranger: never admitted
             return

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from noderun.first_lines import FirstLines
+from noderun.first_lines import FirstLines, peer
 from noderun.topology.contract import RankContract
 
 Facts = dict[str, Any]
@@ -31,13 +31,6 @@ HELLO_LIMIT = 256  # bytes of a hello line (the token and a little more)
 READ_TIMEOUT = 5.0  # a node sends its lines at once: a silent connection is not one of ours
 WELCOME = b"OK\n"  # the hello passed: send the facts
 DENIED = b"DENIED not this job's token\n"
-
-
-def _peer(conn: socket.socket) -> str:
-    try:
-        return "{}:{}".format(*conn.getpeername()[:2])
-    except OSError:
-        return "an unknown peer"
 
 
 def exchange_port(master_port: int) -> int:
@@ -70,9 +63,9 @@ def gather(
     deadline = time.monotonic() + wait
 
     def drop(conn: socket.socket, why: str) -> None:
-        if (_peer_host(conn), why) not in said:
-            said.add((_peer_host(conn), why))
-            log(f"noderun doctor: dropped a report from {_peer(conn)}: {why}")
+        if (peer(conn, port=False), why) not in said:
+            said.add((peer(conn, port=False), why))
+            log(f"noderun doctor: dropped a report from {peer(conn)}: {why}")
         conn.close()
 
     hellos = FirstLines(listener, HELLO_LIMIT, READ_TIMEOUT)
@@ -116,12 +109,6 @@ def _facts(conn: socket.socket, deadline: float) -> tuple[int, Facts] | None:
         return int(sent["node_rank"]), dict(sent["facts"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def _peer_host(conn: socket.socket) -> str:
-    with contextlib.suppress(OSError):
-        return str(conn.getpeername()[0])
-    return "an unknown peer"
 
 
 def report(

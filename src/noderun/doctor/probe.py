@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 
 from noderun.doctor.fingerprint import code_facts, path_facts
-from noderun.first_lines import FirstLines
+from noderun.first_lines import FirstLines, peer
 from noderun.srun_lines import write_marked
 from noderun.topology.contract import RankContract
 
@@ -216,24 +216,18 @@ class _Listener:
                 conn.sendall(DENIED.encode() + b"\n")  # says nothing of the token itself
             self._drop(conn, "not this job's token")
         else:
-            self.seen.append(_address(conn))
+            self.seen.append(peer(conn, port=False))
             with conn, contextlib.suppress(OSError):
                 conn.sendall(json.dumps({"time": time.time()}).encode() + b"\n")
 
     def _drop(self, conn: socket.socket, why: str) -> None:
-        address = _address(conn)
+        address = peer(conn, port=False)
         conn.close()
         self.dropped[address, why] += 1
         if self.dropped[address, why] == 1:  # a stranger that retries is said once
             self.log(
                 f"noderun doctor: dropped a connection from {address} at the master's port: {why}"
             )
-
-
-def _address(conn: socket.socket) -> str:
-    with contextlib.suppress(OSError):
-        return str(conn.getpeername()[0])
-    return "an unknown peer"
 
 
 def contact_master(address: str, port: int, deadline: float, token: str = "") -> dict[str, Any]:
