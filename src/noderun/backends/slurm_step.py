@@ -304,7 +304,7 @@ class StepBackend:
         step: StepPlan,
         job_id: str,
         command: list[str],
-        direct: bool = False,
+        direct: bool | None = None,  # default the plan's
         show: Callable[[int], bool] | None = None,
         restart_count: int = 0,
         known_as: str | None = None,
@@ -313,7 +313,7 @@ class StepBackend:
         self.job_id = job_id
         self.known_as = known_as or job_id  # `<array>_<task>` for an array task (run.json's)
         self.command = command
-        self.direct = direct
+        self.direct = step.direct if direct is None else direct  # torchrun here, no srun
         self.show = show
         self.restart_count = restart_count  # SLURM's: how often the job was requeued
         self.gang: StepSupervisor | LocalSupervisor | None = None  # once started

@@ -41,8 +41,10 @@ def rank_places(hosts: Sequence[str], nproc_per_node: int) -> list[RankPlace]:
 
 class Backend(Protocol):
     """One launch of the whole gang on some nodes: simulated here, SSH hosts, a hand-started
-    node (``local.LocalBackend``) or a SLURM step (``slurm_step.StepBackend``). ``supervise``
-    runs it: ``start``, ``wait``, and ``cancel`` from a signal or the stall watch."""
+    node (``local.LocalBackend``) or a SLURM step (``slurm_step.StepBackend``), built from the
+    plan its pure ``plan.run`` function made of the request (``local_nodes``, ``hand_started``,
+    ``ssh_hosts``, ``slurm_step``: what ``--dry-run`` prints). ``supervise`` runs it:
+    ``start``, ``wait``, and ``cancel`` from a signal or the stall watch."""
 
     @property
     def run_dir(self) -> Path: ...

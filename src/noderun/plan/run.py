@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from noderun.errors import UsageError
@@ -91,6 +92,7 @@ class RunRequest:
     hidden_env: tuple[str, ...] = ()  # SSH: names given with --env (masked when shown)
     ssh_config: str | None = None
     agent_flags: tuple[str, ...] = ()  # torchrun agent options, for every agent
+    on_node: bool = False  # SLURM: noderun runs on the allocation's first node (sbatch)
 
     @property
     def nproc(self) -> int:
@@ -140,20 +142,15 @@ class RunRequest:
             )
 
     def materialize(self) -> LaunchPlan | StepPlan:
-        if self.where is Where.SLURM:
-            return self.step()
-        self.check()
-        return {Where.LOCAL: self._local, Where.BY_HAND: self._by_hand, Where.SSH: self._ssh}[
-            self.where
-        ]()
+        return plan(self)
 
     def launch_plan(self) -> LaunchPlan:
-        """``materialize()`` for the nodes noderun starts itself (not an srun step)."""
-        plan = self.materialize()
-        assert isinstance(plan, LaunchPlan), "a SLURM request materializes to a StepPlan"
-        return plan
+        """``plan()`` for the nodes noderun starts itself (not an srun step)."""
+        launch = plan(self)
+        assert isinstance(launch, LaunchPlan), "a SLURM request materializes to a StepPlan"
+        return launch
 
-    def _gang(self, master_addr: str, master_port: int, run_id: str) -> Gang:
+    def gang(self, master_addr: str, master_port: int, run_id: str) -> Gang:
         return Gang(
             nnodes=len(self.hosts) if self.where is Where.SSH else self.nnodes or 1,
             nproc_per_node=self.nproc,
@@ -168,60 +165,83 @@ class RunRequest:
             agent_flags=self.agent_flags,
         )
 
-    def _local(self) -> LaunchPlan:
-        assert self.master_port is not None, "the verb finds a free port first"
-        gang = self._gang("127.0.0.1", self.master_port, self.run_id or self.run_dir.name)
-        return plan_local(gang, self.rank_env() or None)
 
-    def _by_hand(self) -> LaunchPlan:
-        assert self.node_rank is not None and self.master_addr
-        port = self.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node
-        run_id = self.run_id or f"hand-{self.master_addr}-{port}"
-        return plan_hand_started(
-            self._gang(self.master_addr, port, run_id),
-            node_rank=self.node_rank,
-            join_timeout=self.join_timeout,
-            host=self.host,
-            env=self.rank_env() or None,
-        )
+def plan(request: RunRequest) -> LaunchPlan | StepPlan:
+    """The plan of ``request``'s backend, checked: exactly what ``--dry-run`` prints
+    (``str(plan)``), and what the backend then starts."""
+    request.check()
+    return _PLANNERS[request.where](request)
 
-    def _ssh(self) -> LaunchPlan:
-        assert self.master_port is not None, "node 0 offered a port first"
-        gang = self._gang(self.hosts[0], self.master_port, self.run_id or self.run_dir.name)
-        return plan_ssh(
-            gang,
-            self.hosts,
-            cwd=self.cwd,
-            guard=SSH_GUARD,
-            env=self.rank_env(),
-            ssh_config=self.ssh_config,
-            hidden=self.hidden_env,
-        )
 
-    def step(self) -> StepPlan:
-        """The srun step over the allocation's first ``nnodes`` nodes."""
-        self.check()
-        nnodes, nproc = self.nnodes or len(self.hosts) or 1, self.nproc
-        if self.mode is LaunchMode.SRUN and self.cpus is not None and nproc > self.cpus:
-            raise UsageError(
-                f"--nproc-per-node {nproc} in srun mode needs that many CPUs per node, "
-                f"but job {self.job_id} has {self.cpus} on some node",
-                f"allocate with --ntasks-per-node={nproc}, or use --mode torchrun",
-            )
-        return StepPlan(
-            mode=self.mode,
-            nnodes=nnodes,
-            nproc_per_node=nproc,
-            run_dir=self.run_dir,
-            script=self.program,
-            script_args=self.script_args,
-            join_timeout=self.join_timeout,
-            master_port=self.master_port,
-            hosts=self.hosts[:nnodes],
-            nodelist=",".join(self.hosts[:nnodes]) if nnodes < len(self.hosts) else None,
-            python=self.python,
-            entry=self.entry,
-            run_id=self.run_id,
-            env=tuple(self.rank_env().items()),
-            agent_flags=self.agent_flags,
+def local_nodes(request: RunRequest) -> LaunchPlan:
+    """Backend ``LocalBackend``: N simulated nodes here, one torchrun agent each."""
+    assert request.master_port is not None, "the verb finds a free port first"
+    run_id = request.run_id or request.run_dir.name
+    return plan_local(request.gang("127.0.0.1", request.master_port, run_id), request.rank_env())
+
+
+def hand_started(request: RunRequest) -> LaunchPlan:
+    """Backend ``LocalBackend``: this machine's node of a job started by hand on every one."""
+    assert request.node_rank is not None and request.master_addr
+    port = request.master_port or TORCHRUN_DEFAULT_PORT  # torchrun's default, on every node
+    run_id = request.run_id or f"hand-{request.master_addr}-{port}"
+    return plan_hand_started(
+        request.gang(request.master_addr, port, run_id),
+        node_rank=request.node_rank,
+        join_timeout=request.join_timeout,
+        host=request.host,
+        env=request.rank_env(),
+    )
+
+
+def ssh_hosts(request: RunRequest) -> LaunchPlan:
+    """Backend ``SshBackend``: one node per host, started over ssh from here."""
+    assert request.master_port is not None, "node 0 offered a port first"
+    run_id = request.run_id or request.run_dir.name
+    return plan_ssh(
+        request.gang(request.hosts[0], request.master_port, run_id),
+        request.hosts,
+        cwd=request.cwd,
+        guard=SSH_GUARD,
+        env=request.rank_env(),
+        ssh_config=request.ssh_config,
+        hidden=request.hidden_env,
+    )
+
+
+def slurm_step(request: RunRequest) -> StepPlan:
+    """Backend ``StepBackend``: one srun step over the allocation's first ``nnodes`` nodes
+    (torchrun directly for one node in torchrun mode run from that node)."""
+    nnodes, nproc, hosts = request.nnodes or len(request.hosts) or 1, request.nproc, request.hosts
+    if request.mode is LaunchMode.SRUN and request.cpus is not None and nproc > request.cpus:
+        raise UsageError(
+            f"--nproc-per-node {nproc} in srun mode needs that many CPUs per node, "
+            f"but job {request.job_id} has {request.cpus} on some node",
+            f"allocate with --ntasks-per-node={nproc}, or use --mode torchrun",
         )
+    return StepPlan(
+        mode=request.mode,
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        run_dir=request.run_dir,
+        script=request.program,
+        script_args=request.script_args,
+        join_timeout=request.join_timeout,
+        master_port=request.master_port,
+        hosts=hosts[:nnodes],
+        nodelist=",".join(hosts[:nnodes]) if nnodes < len(hosts) else None,
+        python=request.python,
+        entry=request.entry,
+        run_id=request.run_id,
+        env=tuple(request.rank_env().items()),
+        agent_flags=request.agent_flags,
+        direct=nnodes == 1 and request.mode is LaunchMode.TORCHRUN and request.on_node,
+    )
+
+
+_PLANNERS: dict[Where, Callable[[RunRequest], LaunchPlan | StepPlan]] = {
+    Where.LOCAL: local_nodes,
+    Where.BY_HAND: hand_started,
+    Where.SSH: ssh_hosts,
+    Where.SLURM: slurm_step,
+}

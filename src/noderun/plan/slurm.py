@@ -39,6 +39,12 @@ class StepPlan:
     run_id: str | None = None  # torchrun's --rdzv-id (TORCHELASTIC_RUN_ID); None: the job id
     env: tuple[tuple[str, str], ...] = ()  # added to srun's environment (restart counts)
     agent_flags: tuple[str, ...] = ()  # torchrun agent options (torchrun mode only)
+    direct: bool = False  # one node in torchrun mode, run from that node: torchrun, no srun
+
+    def __str__(self) -> str:
+        """What ``noderun run --dry-run`` prints inside an allocation."""
+        how = "torchrun directly on this node" if self.direct else " ".join(self.srun_argv())
+        return f"{self.rank_table()}\n{how}"
 
     @property
     def world_size(self) -> int:

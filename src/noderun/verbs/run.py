@@ -16,6 +16,7 @@ from noderun.backends.ports import free_port, require_free_port
 from noderun.backends.result import Result
 from noderun.backends.supervise import Policy, supervise
 from noderun.outcome import Outcome
+from noderun.plan import LaunchPlan
 from noderun.plan.run import RunRequest, Where
 from noderun.verbs import run_in_step, run_modes, run_slurm, run_ssh
 from noderun.verbs.launch_json import JSON_OPTION
@@ -161,11 +162,12 @@ def main(args: argparse.Namespace) -> int:
         return run_in_step.main(args, flags, os.environ)
     if not over_ssh and run_slurm.inside_allocation(os.environ):  # sbatch or salloc: srun
         return run_slurm.main(args, flags=flags)
-    backend = _backend(args, flags)
-    run_dir = args.run_dir = backend.run_dir  # a restart continues in the same run directory
+    plan = _plan(args, flags)
+    run_dir = args.run_dir = plan.run_dir  # a restart continues in the same run directory
     if args.dry_run:
-        print(backend.plan)
+        print(plan)
         return 0
+    backend = _backend(plan, args, flags)
     record = backend.describe()
     previous = rundir.reuse_or_refuse(run_dir)
     if previous is not None:
@@ -185,7 +187,7 @@ def main(args: argparse.Namespace) -> int:
             backend,
             Policy(flags.max_restarts, stall_policy(args)),
             record,
-            relaunch=lambda attempt: _backend(args, flags, attempt),
+            relaunch=lambda attempt: _backend(_plan(args, flags, attempt), args, flags),
             since=timeline.process_start(),
         )
         report_profile(run_dir, args)
@@ -193,21 +195,25 @@ def main(args: argparse.Namespace) -> int:
         notify.notify_run(args.notify, run_dir)
         if done.record_error is not None:
             raise done.record_error  # one line naming run.json and the errno (cli)
-        shape = backend.plan
-        return group_watch.report(run_dir, shape.world_size, shape.nnodes, done.outcome.exit_code)
+        return group_watch.report(run_dir, plan.world_size, plan.nnodes, done.outcome.exit_code)
     finally:
         rundir.release_lock(run_dir)
         if over_ssh:
-            ssh.close_connections([node.host for node in backend.plan.nodes], args.ssh_config)
+            ssh.close_connections([node.host for node in plan.nodes], args.ssh_config)
 
 
-def _backend(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LocalBackend:
+def _plan(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> LaunchPlan:
     """Simulated nodes here, the node started here by hand, or one node per host over SSH."""
+    if run_ssh.wanted(args):
+        return run_ssh.build_plan(args, flags, attempt)
+    return run_request(args, flags, attempt).launch_plan()
+
+
+def _backend(plan: LaunchPlan, args: argparse.Namespace, flags: TorchrunFlags) -> LocalBackend:
     command = secret_env.masked_argv(sys.argv)  # never a secret in run.json
     if run_ssh.wanted(args):
-        plan = run_ssh.build_plan(args, flags, attempt)
         return ssh.SshBackend(plan, command, args.ssh_config, flags.shown)
-    return LocalBackend(run_request(args, flags, attempt).launch_plan(), command, flags.shown)
+    return LocalBackend(plan, command, flags.shown)
 
 
 def _report(run_dir: Path, result: Result, outcome: Outcome) -> None:

@@ -20,7 +20,7 @@ from noderun.backends import slurm
 from noderun.backends.slurm import hostnames, scancel, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
 from noderun.backends.supervise import Policy, supervise
-from noderun.plan.run import RunRequest, Where
+from noderun.plan.run import RunRequest, Where, slurm_step
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.run_record import FOLLOW_STOPPED, RunRecord, versions
 from noderun.topology import in_slurm_allocation, slurm_job_id, tasks_per_node
@@ -113,12 +113,15 @@ def build_step(
     )
     request.check()  # the nodes and CPUs asked for exist, before the GPUs are counted
     node0 = allocated[0] if allocated else "localhost"
-    return dataclasses.replace(
-        request,
-        gpus=_gpus(args.nproc_per_node, environ, on_node),
-        run_dir=_run_dir(request.run_dir, (job_id, slurm_job_id(environ))),
-        master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
-    ).step()
+    return slurm_step(
+        dataclasses.replace(
+            request,
+            gpus=_gpus(args.nproc_per_node, environ, on_node),
+            run_dir=_run_dir(request.run_dir, (job_id, slurm_job_id(environ))),
+            master_port=endpoint_port(flags, node0, (), args.master_port, args.master_addr),
+            on_node=on_node,
+        )
+    )
 
 
 def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
@@ -135,10 +138,8 @@ def main(
     flags = flags or TorchrunFlags()
     step = build_step(args, env, flags)
     args.run_dir = step.run_dir  # a restart continues in the same run directory
-    direct = step.nnodes == 1 and step.mode is LaunchMode.TORCHRUN and _on_allocated_node(env, step)
     if args.dry_run:
-        print(step.rank_table())
-        print("torchrun directly on this node" if direct else " ".join(step.srun_argv()))
+        print(step)
         return 0
     notify.export_targets(getattr(args, "notify", ()), os.environ)  # for a requeued rank's
     found: dict[str, str] = {}  # importlib.metadata is slow: looked up while the step runs
@@ -146,15 +147,12 @@ def main(
     lookup.start()
 
     def backend(step: StepPlan) -> StepBackend:
-        restarts = int(env.get("SLURM_RESTART_COUNT", "0") or 0)
-        job_id = env["SLURM_JOB_ID"]
         return StepBackend(
             step,
-            job_id,
+            env["SLURM_JOB_ID"],
             secret_env.masked_argv(sys.argv),
-            direct,
-            flags.shown,
-            restarts,
+            show=flags.shown,
+            restart_count=int(env.get("SLURM_RESTART_COUNT", "0") or 0),
             known_as=slurm_job_id(env),
         )
 
@@ -172,7 +170,7 @@ def main(
     rundir.write_record(step.run_dir, record)
     if not _followed(step.run_dir, record):  # else `submit --wait` writes it after the job
         write_sacct_summary(
-            step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=not direct
+            step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=not step.direct
         )
         timeline.stamp(step.run_dir, "accounting_written", "launcher")
     outcome = done.outcome
