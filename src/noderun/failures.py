@@ -14,7 +14,7 @@ import json
 import math
 import re
 import signal
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ SECONDARY = (
     "Socket Timeout",
     "Failed to recv, got 0 bytes",
     "NCCL communicator was aborted",
+    "ChildFailedError",  # torchrun's summary of a child that failed: another process's failure
 )
 # the last line of a traceback: the exception a rank raised (its own words)
 _EXCEPTION_LINE = re.compile(
@@ -177,6 +178,29 @@ def candidates_of(records: Iterable[ErrorRecord]) -> Iterator[Candidate]:
     """The error records as candidates."""
     for r in records:
         yield Candidate(r.node_rank, r.rank, r.time, r.exit_code, r.error)
+
+
+def first_cause(
+    records: Sequence[ErrorRecord],
+    seen: Iterable[Candidate] = (),
+    last_error: Mapping[int, str] | None = None,
+    node_of: Callable[[int], int] = lambda rank: 0,
+) -> tuple[Candidate | None, ErrorRecord | None]:
+    """The first failure by :func:`first_failure` over all a launcher knows, one candidate per
+    rank: the ranks' error records first, then what the backend saw (``seen``: torchrun's worker
+    events, srun's task reports, the node it saw fail), then the exception lines the ranks
+    printed (``last_error``, also the error of a seen candidate that has none); with the
+    chosen rank's error record. Every backend's last line and run.json name this rank."""
+    errors = last_error or {}
+    per_rank = {c.rank: c for c in candidates_of(records)}
+    for c in seen:
+        if c.rank is not None and not c.error:
+            c = dataclasses.replace(c, error=errors.get(c.rank, ""))
+        per_rank.setdefault(c.rank, c)
+    for rank, error in errors.items():
+        per_rank.setdefault(rank, Candidate(node_of(rank), rank, error=error))
+    first = first_failure(per_rank.values())
+    return first, next((r for r in records if first and r.rank == first.rank), None)
 
 
 def describe(failure: Mapping[str, Any], hosts: Sequence[str] = ()) -> str:

@@ -20,7 +20,7 @@ import psutil
 
 from noderun import failures, proc_guard, rundir
 from noderun.backends.log_router import LogRouter
-from noderun.backends.result import Failure, Result, WorkerExit, first_exit, ranked_failure
+from noderun.backends.result import Failure, Result, seen_exits
 from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan import LaunchPlan, NodeCommand
 from noderun.run_record import RunRecord, RunShape, versions
@@ -212,11 +212,11 @@ class LocalSupervisor:
         result = Result(exit_code=0, node_exit_codes=codes, duration=time.monotonic() - self._began)
         if failed_node is not None and not self._cancelled:
             failed_node = self._root_node(failed_nodes)
-            cause = self._cause(failed_node)
+            cause, nproc = self._cause(failed_node), self.plan.nproc_per_node
             failure = Failure(
                 node_rank=failed_node,
                 rank=cause.rank if cause else None,
-                local_rank=cause.local_rank if cause else None,
+                local_rank=None if cause is None or cause.rank is None else cause.rank % nproc,
                 exit_code=cause.exit_code if cause else codes[failed_node],
             )
             failure = self._first_failure(failure)
@@ -256,37 +256,33 @@ class LocalSupervisor:
             time.sleep(0.05)
         return seen
 
-    def _cause(self, node: int) -> WorkerExit | None:
-        """The worker of ``node`` whose exit (torchrun's worker events) most likely started it."""
-        secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
-        return first_exit(self.router.worker_exits.get(node, []), secondary)
+    def _cause(self, node: int) -> failures.Candidate | None:
+        """The worker of ``node`` whose exit (torchrun's worker events) most likely started it,
+        by the one rule (a rank whose error record says it lost a peer is a consequence)."""
+        lost = {r.rank: r.error for r in failures.read_all(self.logs) if r.secondary}
+        exits = self.router.worker_exits.get(node, [])
+        return failures.first_failure(e.candidate(node, lost.get(e.rank, "")) for e in exits)
 
     def _root_node(self, failed: list[int]) -> int:
         """The first failed node whose failing worker did not just lose a peer."""
-        secondary = {r.rank for r in failures.read_all(self.logs) if r.secondary}
         for node in failed:
             cause = self._cause(node)
-            if cause is None or cause.rank not in secondary:
+            if cause is None or not failures.is_secondary(cause.error):
                 return node
         return failed[0]
 
     def _first_failure(self, observed: Failure) -> Failure:
-        """The rank that failed first for its own reason (failures.first_failure, one rule for
-        every backend) over the ranks' error records, torchrun's worker events and the ranks'
-        own error lines; ``observed`` when none of them names a cause of its own."""
-        extra = []
+        """The rank that failed first for its own reason (``failures.first_cause``, one rule
+        for every backend) over the ranks' error records, torchrun's worker events, the node
+        seen failing and the ranks' own error lines; ``observed`` when none names a cause."""
+        seen = seen_exits(self.router.worker_exits)
         if observed.rank is not None and observed.node_rank is not None:
-            extra.append(
-                failures.Candidate(
-                    observed.node_rank,
-                    observed.rank,
-                    exit_code=observed.exit_code,
-                    error=self.router.last_error.get(observed.rank, ""),
-                )
+            seen.append(
+                failures.Candidate(observed.node_rank, observed.rank, None, observed.exit_code)
             )
         nproc = self.plan.nproc_per_node
-        first, record = ranked_failure(
-            self.logs, self.router.worker_exits, self.router.last_error, lambda r: r // nproc, extra
+        first, record = failures.first_cause(
+            failures.read_all(self.logs), seen, self.router.last_error, lambda r: r // nproc
         )
         if first is None or first.rank is None or first.consequence:
             return observed

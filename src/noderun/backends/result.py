@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from noderun import failures
@@ -32,43 +32,14 @@ class WorkerExit:
     exit_code: int
     time: float | None = None  # seconds since the epoch, when the event says
 
-    def cause_order(self) -> tuple[bool, bool]:
-        """Sorts likely causes first: not a worker the agent itself stopped (SIGTERM) once
-        another had failed, and a signal before an exit code."""
-        return (self.exit_code == -signal.SIGTERM, self.exit_code >= 0)
+    def candidate(self, node: int, error: str = "") -> failures.Candidate:
+        """This exit as a first-failure candidate of node ``node``."""
+        return failures.Candidate(node, self.rank, self.time, self.exit_code, error)
 
 
-def first_exit(exits: Iterable[WorkerExit], secondary: set[int]) -> WorkerExit | None:
-    """The node's worker most likely to have failed first: not a rank that only lost its
-    peer (``secondary``), then by ``cause_order``, then the lowest rank."""
-    ranked = sorted(exits, key=lambda e: (e.rank in secondary, *e.cause_order(), e.rank))
-    return ranked[0] if ranked else None
-
-
-def ranked_failure(
-    logs: Path,
-    exits: Mapping[int, Iterable[WorkerExit]],
-    last_error: Mapping[int, str],
-    node_of: Callable[[int], int],
-    extra: Iterable[failures.Candidate] = (),
-) -> tuple[failures.Candidate | None, failures.ErrorRecord | None]:
-    """The first failure by ``failures.first_failure`` (the one rule of every backend and of
-    explain) over the ranks' error records, torchrun's worker events (node -> exits), what
-    else the backend saw (``extra``) and the ranks' last error lines; with its error record."""
-    records = failures.read_all(logs)
-    per_rank = {c.rank: c for c in failures.candidates_of(records)}
-    for node, ended in exits.items():
-        for e in ended:
-            error = last_error.get(e.rank, "")
-            candidate = failures.Candidate(node, e.rank, e.time, e.exit_code, error)
-            per_rank.setdefault(e.rank, candidate)
-    for candidate in extra:
-        per_rank.setdefault(candidate.rank, candidate)
-    for rank, error in last_error.items():
-        per_rank.setdefault(rank, failures.Candidate(node_of(rank), rank, error=error))
-    first = failures.first_failure(per_rank.values())
-    record = next((r for r in records if first and r.rank == first.rank), None)
-    return first, record
+def seen_exits(exits: Mapping[int, Iterable[WorkerExit]]) -> list[failures.Candidate]:
+    """torchrun's worker events (node -> its failed workers) as first-failure candidates."""
+    return [e.candidate(node) for node, ended in exits.items() for e in ended]
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ from noderun import failures, proc_guard, rundir
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.log_router import LogRouter
 from noderun.backends.ports import require_free_port
-from noderun.backends.result import Failure, Result, first_exit, ranked_failure
+from noderun.backends.result import Failure, Result, seen_exits
 from noderun.backends.supervise import RankPlace, rank_places
 from noderun.plan.launch import Gang, plan_local
 from noderun.plan.slurm import LaunchMode, StepPlan
@@ -55,7 +55,6 @@ class StepSupervisor:
         self._still_running: set[int] = set()  # tasks srun saw running after its --wait
         self._srun_gave_up = False  # srun timed out waiting for the step to end
         self._failed_nodes: list[str] = []  # hosts srun reported a node failure of
-        self._exit_codes: dict[int, int] = {}  # rank -> exit code its error record gives
         self._proc: subprocess.Popen[str] | None = None
         self._cancelled = False
         self._began = time.monotonic()
@@ -161,12 +160,13 @@ class StepSupervisor:
         lost = self._lost_node()
         if lost is not None:
             return lost
-        records = self._error_records()
-        cause = self._first_failure()
+        records = {r.rank: r for r in failures.read_all(self.logs)}
+        cause = self._first_failure(list(records.values()))
         if cause is not None and cause.rank is not None and not cause.consequence:
             rank, node = cause.rank, plan.node_of_rank(cause.rank)
-            error = records[rank][2] if rank in records else cause.error
-            code = self._exit_codes.get(rank, cause.exit_code)
+            record = records.get(rank)
+            error = record.error if record else cause.error
+            code = record.exit_code if record else cause.exit_code
             return Failure(
                 node_rank=node,
                 rank=rank,
@@ -177,35 +177,16 @@ class StepSupervisor:
                 exit_code=1 if code is None and not error else code,
                 log=f"rank{rank}.log",
             )
-        primary = [r for r in records.values() if not failures.is_secondary(r[2])]
-        if primary:
-            _, rank, error = min(primary)
-            node = plan.node_of_rank(rank)
+        # torchrun's worker events by the same rule; a rank that only lost its peer is not
+        # the cause (srun's report of the task then says more)
+        peers_lost = {rank for rank, record in records.items() if record.secondary}
+        exits = [c for c in seen_exits(self.router.worker_exits) if c.rank not in peers_lost]
+        if (ended := failures.first_failure(exits)) is not None and ended.rank is not None:
             return Failure(
-                node_rank=node,
-                rank=rank,
-                local_rank=rank % plan.nproc_per_node,
-                host=plan.host_of(node),
-                error=error,
-                first=True,
-                exit_code=self._exit_codes.get(rank, self._srun_exit_of(rank)),
-            )
-        # torchrun's worker events; a rank that only lost its peer is not the cause
-        secondary = {
-            rank for rank, (_, _, error) in records.items() if failures.is_secondary(error)
-        }
-        causes = [
-            (node, ended)
-            for node, exits in sorted(self.router.worker_exits.items())
-            if (ended := first_exit(exits, secondary)) is not None and ended.rank not in secondary
-        ]
-        if causes:
-            node, ended = min(causes, key=lambda c: (*c[1].cause_order(), c[0]))
-            return Failure(
-                node_rank=node,
+                node_rank=ended.node_rank,
                 rank=ended.rank,
-                local_rank=ended.local_rank,
-                host=plan.host_of(node),
+                local_rank=ended.rank % plan.nproc_per_node,
+                host=plan.host_of(ended.node_rank),
                 exit_code=ended.exit_code,
             )
         if self._srun_errors:
@@ -247,7 +228,7 @@ class StepSupervisor:
             log="srun.log",
         )
 
-    def _first_failure(self) -> failures.Candidate | None:
+    def _first_failure(self, records: list[failures.ErrorRecord]) -> failures.Candidate | None:
         """failures.first_failure over the ranks' error records, torchrun's worker events,
         srun's task reports (srun mode) and the exception lines the ranks printed."""
         plan, last_error = self.plan, self.router.last_error
@@ -259,30 +240,12 @@ class StepSupervisor:
                         plan.node_of_rank(rank),
                         rank,
                         exit_code=failures.srun_exit_code(text),
-                        error=last_error.get(rank, ""),
                     )
                     for rank in sorted(_task_ids(tasks))
                 ]
-        first, _ = ranked_failure(
-            self.logs, self.router.worker_exits, last_error, plan.node_of_rank, reported
-        )
+        seen = [*seen_exits(self.router.worker_exits), *reported]
+        first, _ = failures.first_cause(records, seen, last_error, plan.node_of_rank)
         return first
-
-    def _error_records(self) -> dict[int, tuple[float, int, str]]:
-        """Uncaught exceptions recorded by noderun.init() ranks: rank -> (time, rank, error)."""
-        records = failures.read_all(self.logs)
-        self._exit_codes = {r.rank: r.exit_code for r in records}
-        return {r.rank: (r.time, r.rank, r.error) for r in records}
-
-    def _srun_exit_of(self, rank: int) -> int | None:
-        """srun mode: the exit code srun reported for ``rank``'s task, if it did."""
-        if self.plan.mode is not LaunchMode.SRUN:
-            return None
-        for _, tasks, text in self._srun_errors:
-            code = _SRUN_EXIT.search(text)
-            if code and rank in _task_ids(tasks):
-                return int(code.group(1))
-        return None
 
 
 def _task_ids(text: str) -> set[int]:
