@@ -25,17 +25,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from noderun import cancel_request, group_watch, rundir, secret_env, timeline
+from noderun import rundir, secret_env, timeline
 from noderun.backends.result import Failure, Result, WorkerExit
-from noderun.backends.slurm import write_sacct_summary
 from noderun.backends.slurm_step import StepBackend, StepSupervisor
-from noderun.backends.supervise import cancelled
+from noderun.backends.supervise import Policy, supervise
 from noderun.errors import NoderunError, UsageError
 from noderun.plan.slurm import LaunchMode, StepPlan
-from noderun.run_record import versions
+from noderun.run_record import RunRecord
 from noderun.topology import in_slurm_step, slurm_job_id, tasks_per_node
 from noderun.verbs import run_slurm
 from noderun.verbs.torchrun_flags import NPROC_WORDS, TorchrunFlags, local_gpus, run_name
@@ -163,27 +162,89 @@ def _failed_peer(logs: Path, me: int) -> int | None:
     return None
 
 
-class _Child:
-    """The node entry of this task, its output fed to a StepSupervisor (per-rank logs)."""
+class TaskBackend(StepBackend):
+    """This task's node of the user's srun step as a Backend: its node entry runs as a child,
+    its output fed to a StepSupervisor (per-rank logs). ``supervise`` runs it on task 0, whose
+    ``wait`` gathers every task's result and names the first failure; the other tasks only
+    start and wait. The step is the user's: there is nothing to restart."""
 
-    def __init__(self, step: StepPlan, facts: StepFacts, supervisor: StepSupervisor) -> None:
-        self.step = step
-        self.supervisor = supervisor
+    def __init__(
+        self,
+        step: StepPlan,
+        facts: StepFacts,
+        environ: Mapping[str, str],
+        show: Callable[[int], bool] | None = None,
+    ) -> None:
+        command = secret_env.masked_argv(sys.argv)
+        super().__init__(step, facts.job_id, command, False, known_as=slurm_job_id(environ))
+        self.facts, self.leader = facts, facts.task == 0
+        self.supervisor = StepSupervisor(step, show=show)
         self.label = facts.node if step.mode is LaunchMode.TORCHRUN else facts.task
         self.proc: subprocess.Popen[str] | None = None
         self.signalled: int | None = None
-        self.me = facts.task
+        self.code, self.codes = 1, dict[int, int]()
+
+    def banner(self) -> str:
+        step, facts = self.step, self.facts
+        return (
+            f"noderun: SLURM step {facts.job_id}.{facts.step_id}: {step.nnodes} node(s) x "
+            f"{step.nproc_per_node} = {step.world_size} ranks ({step.mode.value} mode) on "
+            f"{', '.join(step.hosts)}; run dir {step.run_dir}"
+        )
+
+    def describe(self) -> RunRecord:
+        record = super().describe()
+        record.launch, record.step_command = "srun noderun run", None
+        record.extra["step_id"] = self.facts.step_id
+        return record
 
     def _pump(self, stream: object) -> None:
         for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
             self.supervisor.feed(f"{self.label}: {line}")
         stream.close()  # type: ignore[attr-defined]
 
-    def _forward(self, signum: int, _frame: object) -> None:
+    def _forward(self, signum: int, _frame: object = None) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.signalled = signum
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signum)
+
+    def cancel(self) -> None:
+        self._forward(signal.SIGTERM)
+
+    def roots(self) -> list[int]:
+        return [self.proc.pid] if self.proc else []
+
+    def start(self, on_output: Callable[[], None] | None = None) -> None:
+        logs = self.step.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for rank in range(self.step.world_size if self.leader else 0):
+            (logs / f"rank{rank}.log").touch()
+        self._began = time.monotonic()
+        self._handlers = {s: signal.signal(s, self._forward) for s in _FORWARDED}
+        try:
+            self.proc = subprocess.Popen(
+                self.step.node_argv(),
+                env={**os.environ, **dict(self.step.env)},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+            )
+        except BaseException:
+            self._restore()
+            raise
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(s,), daemon=True)
+            for s in (self.proc.stdout, self.proc.stderr)
+        ]
+        for pump in self._pumps:
+            pump.start()
+
+    def _restore(self) -> None:
+        for s, handler in self._handlers.items():
+            signal.signal(s, handler)
 
     def _wait_or_stop(self) -> int:
         """The child's exit code; once another task reported a failure, the child is stopped
@@ -196,7 +257,7 @@ class _Child:
                 return self.proc.wait(timeout=_PEER_POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
-            if _failed_peer(logs, self.me) is not None:  # another task failed first
+            if _failed_peer(logs, self.facts.task) is not None:  # another task failed first
                 self.proc.send_signal(signal.SIGTERM)
                 try:
                     return self.proc.wait(timeout=_STOP_GRACE_SECONDS)
@@ -206,31 +267,33 @@ class _Child:
                     self.proc.kill()
                     return self.proc.wait()
 
-    def run(self) -> int:
-        handlers = {s: signal.signal(s, self._forward) for s in _FORWARDED}
+    def wait(self, on_end: Callable[[], None] | None = None) -> Result:
+        """This node's exit code in ``code``; on task 0, the whole step's result."""
         try:
-            self.proc = subprocess.Popen(
-                self.step.node_argv(),
-                env={**os.environ, **dict(self.step.env)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-            )
-            pumps = [
-                threading.Thread(target=self._pump, args=(s,), daemon=True)
-                for s in (self.proc.stdout, self.proc.stderr)
-            ]
-            for pump in pumps:
-                pump.start()
-            code = self._wait_or_stop()
-            for pump in pumps:
+            self.code = self._wait_or_stop()
+            for pump in self._pumps:
                 pump.join(timeout=10)
         finally:
-            for s, handler in handlers.items():
-                signal.signal(s, handler)
-        return code
+            self._restore()
+        if on_end is not None:
+            on_end()
+        step, sup = self.step, self.supervisor
+        _write_result(step, self.facts, self.code, sup)
+        if not self.leader:
+            return Result(exit_code=self.code)
+        codes = self.codes = _gather(step, self.facts, sup)
+        worst = next((c for c in codes.values() if c != 0), 0)
+        duration = time.monotonic() - self._began
+        result = Result(exit_code=0 if worst == 0 else 1, srun_exit_code=worst, duration=duration)
+        if self.signalled is not None:
+            result.interrupted_by = signal.Signals(self.signalled).name
+            result.exit_code = 128 + self.signalled
+        elif worst != 0:
+            result.failure = sup.diagnose(worst)
+        return result
+
+    def record(self, record: RunRecord, result: Result) -> None:
+        record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(self.codes.items())}
 
 
 def _write_result(step: StepPlan, facts: StepFacts, code: int, sup: StepSupervisor) -> None:
@@ -304,61 +367,16 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
         print(step.rank_table())
         print(" ".join(step.node_argv()))
         return 0
-    leader = facts.task == 0
     since = timeline.process_start()
-    command = secret_env.masked_argv(sys.argv)
-    record = StepBackend(step, facts.job_id, command, known_as=slurm_job_id(environ)).describe()
-    if leader:
-        _clear_results(step, facts, since)
-        cancel_request.clear(
-            step.run_dir
-        )  # an earlier run's; `noderun cancel` of this one comes later
-        record.launch, record.step_command = "srun noderun run", None
-        record.extra["step_id"] = facts.step_id
-        timeline.stamp(step.run_dir, "launcher_started", "launcher", at=since)
-        rundir.write_record(step.run_dir, record)
-        (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        for rank in range(step.world_size):
-            (step.run_dir / "logs" / f"rank{rank}.log").touch()
-        print(
-            f"noderun: SLURM step {facts.job_id}.{facts.step_id}: {step.nnodes} node(s) x "
-            f"{step.nproc_per_node} = {step.world_size} ranks ({step.mode.value} mode) on "
-            f"{', '.join(step.hosts)}; run dir {step.run_dir}",
-            flush=True,
-        )
-    (step.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    supervisor = StepSupervisor(step, show=flags.shown)
-    child = _Child(step, facts, supervisor)
-    start = time.monotonic()
-    code = child.run()
-    _write_result(step, facts, code, supervisor)
-    if not leader:
-        return code if code in (0, 2) else 1
-    codes = _gather(step, facts, supervisor)
-    worst = next((c for c in codes.values() if c != 0), 0)
-    result = Result(
-        exit_code=0 if worst == 0 else 1, srun_exit_code=worst, duration=time.monotonic() - start
-    )
-    if child.signalled is not None:
-        result.interrupted_by = signal.Signals(child.signalled).name
-        result.exit_code = 128 + child.signalled
-    elif worst != 0:
-        result.failure = supervisor.diagnose(worst)
-    outcome = cancelled(result.outcome(step.run_dir), step.run_dir)  # `noderun cancel JOB`
-    timeline.stamp(step.run_dir, "teardown_done", "launcher")
-    record.end(outcome, rundir.now_iso())
-    record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(codes.items())}
-    record.timeline = timeline.gather(step.run_dir, since)
-    record.versions = versions()
-    rundir.write_record(step.run_dir, record)
-    write_sacct_summary(step.run_dir, facts.job_id, job_final=False, steps_run=False)
-    if 2 in codes.values() and _refused(result.failure):
-        return 2  # the entry refused the command line (its one line is already out)
-    done = outcome.status == "completed"
-    print(outcome.final_line(step.run_dir), file=sys.stdout if done else sys.stderr, flush=True)
-    if outcome.status == "cancelled":  # the user's job ends CANCELLED, its later steps too
-        run_slurm.end_job_cancelled(slurm_job_id(environ))
-    return group_watch.report(step.run_dir, step.world_size, step.nnodes, outcome.exit_code)
+    backend = TaskBackend(step, facts, environ, flags.shown)
+    if not backend.leader:
+        backend.start()
+        backend.wait()
+        return backend.code if backend.code in (0, 2) else 1
+    _clear_results(step, facts, since)
+    done = supervise(backend, Policy(), backend.describe(), lambda _: backend, since)
+    refused = 2 in backend.codes.values() and _refused(done.result.failure)
+    return run_slurm.finish(done, step, environ, {}, steps_run=False, refused=refused)
 
 
 def _refused(failure: Failure | None) -> bool:

@@ -12,14 +12,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from noderun import group_watch, notify, rundir, secret_env, timeline
 from noderun.backends import slurm
 from noderun.backends.slurm import hostnames, scancel, write_sacct_summary
 from noderun.backends.slurm_step import StepBackend
-from noderun.backends.supervise import Policy, supervise
+from noderun.backends.supervise import Policy, Supervised, supervise
 from noderun.plan.run import RunRequest, Where, slurm_step
 from noderun.plan.slurm import DEFAULT_JOIN_TIMEOUT, LaunchMode, StepPlan
 from noderun.run_record import FOLLOW_STOPPED, RunRecord, versions
@@ -164,19 +164,34 @@ def main(
         relaunch=lambda attempt: backend(build_step(args, env, flags, attempt)),
         since=timeline.process_start(),
     )
-    record = done.record
     lookup.join()
-    record.versions = found or versions()
+    return finish(done, step, env, found, getattr(args, "notify", ()), steps_run=not step.direct)
+
+
+def finish(
+    done: Supervised,
+    step: StepPlan,
+    env: Mapping[str, str],
+    found: Mapping[str, str],
+    notify_to: Sequence[str] = (),
+    *,
+    steps_run: bool,
+    refused: bool = False,
+) -> int:
+    """After the step: run.json with the versions ``found``, SLURM's accounting (unless a
+    `submit --wait` writes it after the job), the last line (exit 2 and none when the node
+    entry ``refused`` the command line: its one line is out), and a cancelled job ended so."""
+    record, outcome = done.record, done.outcome
+    record.versions = dict(found) or versions()
     rundir.write_record(step.run_dir, record)
     if not _followed(step.run_dir, record):  # else `submit --wait` writes it after the job
-        write_sacct_summary(
-            step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=not step.direct
-        )
+        write_sacct_summary(step.run_dir, env["SLURM_JOB_ID"], job_final=False, steps_run=steps_run)
         timeline.stamp(step.run_dir, "accounting_written", "launcher")
-    outcome = done.outcome
+    if refused:
+        return 2
     ok = outcome.status == "completed"
     print(outcome.final_line(step.run_dir), file=sys.stdout if ok else sys.stderr, flush=True)
-    notify.notify_run(getattr(args, "notify", ()), step.run_dir)
+    notify.notify_run(notify_to, step.run_dir)
     if outcome.status == "cancelled":
         end_job_cancelled(slurm_job_id(env))
     if done.record_error is not None:
