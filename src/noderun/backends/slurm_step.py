@@ -42,6 +42,8 @@ FORWARDED = (signal.SIGUSR1, signal.SIGUSR2)
 class StepSupervisor:
     """Start ``srun`` for ``plan`` and route its labelled output to one log per rank."""
 
+    forwarded: tuple[signal.Signals, ...] = FORWARDED  # passed on to srun
+
     def __init__(
         self,
         plan: StepPlan,
@@ -106,12 +108,9 @@ class StepSupervisor:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.send_signal(signum)
 
-    def start(self, on_output: Callable[[], None] | None = None) -> None:
-        self.router.on_rank_output = on_output
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self._handlers = {s: signal.signal(s, self._forward) for s in FORWARDED}
-        self._began = time.monotonic()
-        self._proc = subprocess.Popen(
+    def _popen(self) -> subprocess.Popen[str]:
+        """srun for the whole step."""
+        return subprocess.Popen(
             self.plan.srun_argv(),
             env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
             stdout=subprocess.PIPE,
@@ -122,29 +121,47 @@ class StepSupervisor:
             # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
             preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
         )
+
+    def start(self, on_output: Callable[[], None] | None = None) -> None:
+        self.router.on_rank_output = on_output
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._handlers = {s: signal.signal(s, self._forward) for s in self.forwarded}
+        self._began = time.monotonic()
+        try:
+            self._proc = self._popen()
+        except BaseException:
+            self._restore()
+            raise
         for stream in (self._proc.stdout, self._proc.stderr):
             assert stream is not None
             thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
             thread.start()
             self._threads.append(thread)
 
+    def _restore(self) -> None:
+        for s, handler in self._handlers.items():
+            signal.signal(s, handler)
+
     def wait(self, on_end: Callable[[], None] | None = None) -> Result:
-        assert self._proc is not None
         try:
-            code = self._proc.wait()
+            code = self._ended()
             if on_end is not None:
                 on_end()
         finally:
             for thread in self._threads:
                 thread.join(timeout=10)
-            for s, handler in self._handlers.items():
-                signal.signal(s, handler)
+            self._restore()
             self.router.close()
-        result = Result(
-            exit_code=0 if code == 0 else 1,
-            srun_exit_code=code,
-            duration=time.monotonic() - self._began,
-        )
+        return self.result(code)
+
+    def _ended(self) -> int:
+        assert self._proc is not None
+        return self._proc.wait()
+
+    def result(self, code: int) -> Result:
+        """The step's result from srun's exit ``code``, its first failure named."""
+        duration = time.monotonic() - self._began
+        result = Result(exit_code=0 if code == 0 else 1, srun_exit_code=code, duration=duration)
         if code != 0 and not self._cancelled:
             result.failure = self.diagnose(code)
         return result
@@ -357,7 +374,7 @@ class StepBackend:
         for rank in range(step.world_size):  # one log per rank, even for a rank that is silent
             (step.run_dir / "logs" / f"rank{rank}.log").touch()
         if not self.direct:
-            self.gang = StepSupervisor(step, show=self.show)
+            self.gang = self.supervisor()
         else:
             gang = Gang(
                 nnodes=1,
@@ -372,6 +389,9 @@ class StepBackend:
             )
             self.gang = LocalSupervisor(plan_local(gang, dict(step.env)), show=self.show)
         self.gang.start(on_output)
+
+    def supervisor(self) -> StepSupervisor:
+        return StepSupervisor(self.step, show=self.show)
 
     def wait(self, on_end: Callable[[], None] | None = None) -> Result:
         assert self.gang is not None

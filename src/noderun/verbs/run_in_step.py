@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -162,27 +161,92 @@ def _failed_peer(logs: Path, me: int) -> int | None:
     return None
 
 
+class TaskSupervisor(StepSupervisor):
+    """This task's node entry as a child, its output routed as srun's labelled lines would
+    be; once it ended, task 0 gathers every task's result and names the first failure."""
+
+    forwarded = _FORWARDED
+
+    def __init__(self, step: StepPlan, facts: StepFacts, show: Callable[[int], bool] | None):
+        super().__init__(step, show=show)
+        self.facts, self.leader = facts, facts.task == 0
+        self.label = facts.node if step.mode is LaunchMode.TORCHRUN else facts.task
+        self.signalled: int | None = None
+        self.code, self.codes = 1, dict[int, int]()
+
+    def _popen(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.plan.node_argv(),
+            env={**os.environ, **dict(self.plan.env)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            errors="replace",
+        )
+
+    def feed(self, raw: str) -> None:
+        super().feed(f"{self.label}: {raw}")
+
+    def _forward(self, signum: int, _frame: object) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.signalled = signum
+        super()._forward(signum, _frame)
+
+    def _ended(self) -> int:
+        """The child's exit code; once another task reported a failure, the child is stopped
+        (the user's srun may lack --kill-on-bad-exit: torchrun's agents would otherwise wait
+        in their exit barrier for 300 s)."""
+        proc, logs = self._proc, self.plan.run_dir / "logs"
+        assert proc is not None
+        while True:
+            try:
+                return proc.wait(timeout=_PEER_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            if _failed_peer(logs, self.facts.task) is not None:  # another task failed first
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    return proc.wait(timeout=_STOP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    # torchrun's agent in its exit barrier sits in a C++ wait that defers the
+                    # signal for up to 300 s; its workers have already ended by then
+                    proc.kill()
+                    return proc.wait()
+
+    def result(self, code: int) -> Result:
+        """This node's exit code in ``code``; on task 0, the whole step's result."""
+        self.code = code
+        _write_result(self.plan, self.facts, code, self)
+        if not self.leader:
+            return Result(exit_code=code)
+        self.codes = _gather(self.plan, self.facts, self)
+        worst = next((c for c in self.codes.values() if c != 0), 0)
+        result = super().result(worst)
+        if self.signalled is not None:
+            result.interrupted_by = signal.Signals(self.signalled).name
+            result.exit_code, result.failure = 128 + self.signalled, None
+        return result
+
+
 class TaskBackend(StepBackend):
-    """This task's node of the user's srun step as a Backend: its node entry runs as a child,
-    its output fed to a StepSupervisor (per-rank logs). ``supervise`` runs it on task 0, whose
-    ``wait`` gathers every task's result and names the first failure; the other tasks only
-    start and wait. The step is the user's: there is nothing to restart."""
+    """This task's node of the user's srun step: ``supervise`` runs it on task 0, the other
+    tasks only start and wait. The step is the user's: there is nothing to restart."""
 
     def __init__(
         self,
         step: StepPlan,
         facts: StepFacts,
         environ: Mapping[str, str],
-        show: Callable[[int], bool] | None = None,
+        show: Callable[[int], bool] | None,
     ) -> None:
         command = secret_env.masked_argv(sys.argv)
-        super().__init__(step, facts.job_id, command, False, known_as=slurm_job_id(environ))
-        self.facts, self.leader = facts, facts.task == 0
-        self.supervisor = StepSupervisor(step, show=show)
-        self.label = facts.node if step.mode is LaunchMode.TORCHRUN else facts.task
-        self.proc: subprocess.Popen[str] | None = None
-        self.signalled: int | None = None
-        self.code, self.codes = 1, dict[int, int]()
+        super().__init__(step, facts.job_id, command, False, show, known_as=slurm_job_id(environ))
+        self.facts = facts
+        self.task = TaskSupervisor(step, facts, show)
+
+    def supervisor(self) -> StepSupervisor:
+        return self.task
 
     def banner(self) -> str:
         step, facts = self.step, self.facts
@@ -198,102 +262,8 @@ class TaskBackend(StepBackend):
         record.extra["step_id"] = self.facts.step_id
         return record
 
-    def _pump(self, stream: object) -> None:
-        for line in iter(stream.readline, ""):  # type: ignore[attr-defined]
-            self.supervisor.feed(f"{self.label}: {line}")
-        stream.close()  # type: ignore[attr-defined]
-
-    def _forward(self, signum: int, _frame: object = None) -> None:
-        if signum in (signal.SIGTERM, signal.SIGINT):
-            self.signalled = signum
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signum)
-
-    def cancel(self) -> None:
-        self._forward(signal.SIGTERM)
-
-    def roots(self) -> list[int]:
-        return [self.proc.pid] if self.proc else []
-
-    def start(self, on_output: Callable[[], None] | None = None) -> None:
-        logs = self.step.run_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        for rank in range(self.step.world_size if self.leader else 0):
-            (logs / f"rank{rank}.log").touch()
-        self._began = time.monotonic()
-        self._handlers = {s: signal.signal(s, self._forward) for s in _FORWARDED}
-        try:
-            self.proc = subprocess.Popen(
-                self.step.node_argv(),
-                env={**os.environ, **dict(self.step.env)},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-            )
-        except BaseException:
-            self._restore()
-            raise
-        self._pumps = [
-            threading.Thread(target=self._pump, args=(s,), daemon=True)
-            for s in (self.proc.stdout, self.proc.stderr)
-        ]
-        for pump in self._pumps:
-            pump.start()
-
-    def _restore(self) -> None:
-        for s, handler in self._handlers.items():
-            signal.signal(s, handler)
-
-    def _wait_or_stop(self) -> int:
-        """The child's exit code; once another task reported a failure, the child is stopped
-        (the user's srun may lack --kill-on-bad-exit: torchrun's agents would otherwise wait
-        in their exit barrier for 300 s)."""
-        assert self.proc is not None
-        logs = self.step.run_dir / "logs"
-        while True:
-            try:
-                return self.proc.wait(timeout=_PEER_POLL_SECONDS)
-            except subprocess.TimeoutExpired:
-                pass
-            if _failed_peer(logs, self.facts.task) is not None:  # another task failed first
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    return self.proc.wait(timeout=_STOP_GRACE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    # torchrun's agent in its exit barrier sits in a C++ wait that defers the
-                    # signal for up to 300 s; its workers have already ended by then
-                    self.proc.kill()
-                    return self.proc.wait()
-
-    def wait(self, on_end: Callable[[], None] | None = None) -> Result:
-        """This node's exit code in ``code``; on task 0, the whole step's result."""
-        try:
-            self.code = self._wait_or_stop()
-            for pump in self._pumps:
-                pump.join(timeout=10)
-        finally:
-            self._restore()
-        if on_end is not None:
-            on_end()
-        step, sup = self.step, self.supervisor
-        _write_result(step, self.facts, self.code, sup)
-        if not self.leader:
-            return Result(exit_code=self.code)
-        codes = self.codes = _gather(step, self.facts, sup)
-        worst = next((c for c in codes.values() if c != 0), 0)
-        duration = time.monotonic() - self._began
-        result = Result(exit_code=0 if worst == 0 else 1, srun_exit_code=worst, duration=duration)
-        if self.signalled is not None:
-            result.interrupted_by = signal.Signals(self.signalled).name
-            result.exit_code = 128 + self.signalled
-        elif worst != 0:
-            result.failure = sup.diagnose(worst)
-        return result
-
     def record(self, record: RunRecord, result: Result) -> None:
-        record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(self.codes.items())}
+        record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(self.task.codes.items())}
 
 
 def _write_result(step: StepPlan, facts: StepFacts, code: int, sup: StepSupervisor) -> None:
@@ -369,13 +339,14 @@ def main(args: argparse.Namespace, flags: TorchrunFlags, environ: Mapping[str, s
         return 0
     since = timeline.process_start()
     backend = TaskBackend(step, facts, environ, flags.shown)
-    if not backend.leader:
+    task = backend.task
+    if not task.leader:
         backend.start()
         backend.wait()
-        return backend.code if backend.code in (0, 2) else 1
+        return task.code if task.code in (0, 2) else 1
     _clear_results(step, facts, since)
     done = supervise(backend, Policy(), backend.describe(), lambda _: backend, since)
-    refused = 2 in backend.codes.values() and _refused(done.result.failure)
+    refused = 2 in task.codes.values() and _refused(done.result.failure)
     return run_slurm.finish(done, step, environ, {}, steps_run=False, refused=refused)
 
 
