@@ -109,18 +109,10 @@ class StepSupervisor:
             self._proc.send_signal(signum)
 
     def _popen(self) -> subprocess.Popen[str]:
-        """srun for the whole step."""
-        return subprocess.Popen(
-            self.plan.srun_argv(),
-            env={**os.environ, **dict(self.plan.env), **job_token(os.environ)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-            # srun's SIGTERM ends the step; SIGKILLed, it would leave the step running
-            preexec_fn=proc_guard.die_with_parent_hook(signal.SIGTERM),
-        )
+        """srun for the whole step: its SIGTERM ends the step; SIGKILLed, it would leave the
+        step running."""
+        env = {**os.environ, **dict(self.plan.env), **job_token(os.environ)}
+        return spawn(self.plan.srun_argv(), env, proc_guard.die_with_parent_hook(signal.SIGTERM))
 
     def start(self, on_output: Callable[[], None] | None = None) -> None:
         self.router.on_rank_output = on_output
@@ -265,6 +257,22 @@ class StepSupervisor:
         return first
 
 
+def spawn(
+    argv: list[str], env: dict[str, str], preexec: Callable[[], None] | None = None
+) -> subprocess.Popen[str]:
+    """A process whose output (text, both streams) is read line by line; no stdin."""
+    return subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        preexec_fn=preexec,
+    )
+
+
 def _task_ids(text: str) -> set[int]:
     """srun's task list ``0,2-3`` -> {0, 2, 3}."""
     ids: set[int] = set()
@@ -292,6 +300,7 @@ class StepBackend:
         self.step = step
         self.job_id = job_id
         self.known_as = known_as or job_id  # `<array>_<task>` for an array task (run.json's)
+        self.what = f"job {self.known_as}"  # as the banner names it
         self.command = command
         self.direct = step.direct if direct is None else direct  # torchrun here, no srun
         self.show = show
@@ -309,7 +318,7 @@ class StepBackend:
     def banner(self) -> str:
         step = self.step
         return (
-            f"noderun: SLURM job {self.known_as}: {step.nnodes} node(s) x {step.nproc_per_node} = "
+            f"noderun: SLURM {self.what}: {step.nnodes} node(s) x {step.nproc_per_node} = "
             f"{step.world_size} ranks ({step.mode.value} mode) on {', '.join(step.hosts)}; "
             f"run dir {step.run_dir}"
         )

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from noderun import rundir, secret_env, timeline
 from noderun.backends.result import Failure, Result, WorkerExit
-from noderun.backends.slurm_step import StepBackend, StepSupervisor
+from noderun.backends.slurm_step import StepBackend, StepSupervisor, spawn
 from noderun.backends.supervise import Policy, supervise
 from noderun.errors import NoderunError, UsageError
 from noderun.plan.slurm import LaunchMode, StepPlan
@@ -175,15 +175,7 @@ class TaskSupervisor(StepSupervisor):
         self.code, self.codes = 1, dict[int, int]()
 
     def _popen(self) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            self.plan.node_argv(),
-            env={**os.environ, **dict(self.plan.env)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            errors="replace",
-        )
+        return spawn(self.plan.node_argv(), {**os.environ, **dict(self.plan.env)})
 
     def feed(self, raw: str) -> None:
         super().feed(f"{self.label}: {raw}")
@@ -217,16 +209,62 @@ class TaskSupervisor(StepSupervisor):
     def result(self, code: int) -> Result:
         """This node's exit code in ``code``; on task 0, the whole step's result."""
         self.code = code
-        _write_result(self.plan, self.facts, code, self)
+        self._write_result(code)
         if not self.leader:
             return Result(exit_code=code)
-        self.codes = _gather(self.plan, self.facts, self)
+        self.codes = self._gather()
         worst = next((c for c in self.codes.values() if c != 0), 0)
         result = super().result(worst)
         if self.signalled is not None:
             result.interrupted_by = signal.Signals(self.signalled).name
             result.exit_code, result.failure = 128 + self.signalled, None
         return result
+
+    def _write_result(self, code: int) -> None:
+        result = {
+            "task": self.facts.task,
+            "node": self.facts.node,
+            "host": self.facts.host,
+            "exit_code": code,
+            # what the node's output showed: the entry's errors, torchrun's failed workers and
+            # the ranks' last error lines (the leader weighs them all for the first failure)
+            "node_errors": self._node_errors,
+            "worker_exits": {
+                str(node): [dataclasses.asdict(e) for e in exits]
+                for node, exits in self.router.worker_exits.items()
+            },
+            "last_error": {str(rank): line for rank, line in self.router.last_error.items()},
+        }
+        rundir.write_json_atomic(
+            self.plan.run_dir / "logs" / RESULT.format(self.facts.task), result
+        )
+
+    def _gather(self) -> dict[int, int]:
+        """Task 0: wait for every task's result, fold their findings into this one; task -> code
+        (a task whose result never came counts as failed)."""
+        logs = self.plan.run_dir / "logs"
+        deadline = time.monotonic() + _GATHER_SECONDS
+        codes: dict[int, int] = {}
+        while len(codes) < self.facts.tasks and time.monotonic() < deadline:
+            for task in range(self.facts.tasks):
+                path = logs / RESULT.format(task)
+                if task in codes or not path.exists():
+                    continue
+                with contextlib.suppress(OSError, ValueError):
+                    found = json.loads(path.read_text())
+                    codes[task] = int(found["exit_code"])
+                    if task != self.facts.task:
+                        self._node_errors.extend((int(t), str(m)) for t, m in found["node_errors"])
+                        for node, exits in found["worker_exits"].items():
+                            ended = [WorkerExit(**e) for e in exits]
+                            self.router.worker_exits.setdefault(int(node), []).extend(ended)
+                        for rank, line in found["last_error"].items():
+                            self.router.last_error.setdefault(int(rank), str(line))
+            if len(codes) < self.facts.tasks:
+                time.sleep(0.1)
+        for task in range(self.facts.tasks):
+            codes.setdefault(task, 1)
+        return codes
 
 
 class TaskBackend(StepBackend):
@@ -242,19 +280,11 @@ class TaskBackend(StepBackend):
     ) -> None:
         command = secret_env.masked_argv(sys.argv)
         super().__init__(step, facts.job_id, command, False, show, known_as=slurm_job_id(environ))
-        self.facts = facts
+        self.facts, self.what = facts, f"step {facts.job_id}.{facts.step_id}"
         self.task = TaskSupervisor(step, facts, show)
 
     def supervisor(self) -> StepSupervisor:
         return self.task
-
-    def banner(self) -> str:
-        step, facts = self.step, self.facts
-        return (
-            f"noderun: SLURM step {facts.job_id}.{facts.step_id}: {step.nnodes} node(s) x "
-            f"{step.nproc_per_node} = {step.world_size} ranks ({step.mode.value} mode) on "
-            f"{', '.join(step.hosts)}; run dir {step.run_dir}"
-        )
 
     def describe(self) -> RunRecord:
         record = super().describe()
@@ -264,52 +294,6 @@ class TaskBackend(StepBackend):
 
     def record(self, record: RunRecord, result: Result) -> None:
         record.extra["task_exit_codes"] = {str(k): v for k, v in sorted(self.task.codes.items())}
-
-
-def _write_result(step: StepPlan, facts: StepFacts, code: int, sup: StepSupervisor) -> None:
-    result = {
-        "task": facts.task,
-        "node": facts.node,
-        "host": facts.host,
-        "exit_code": code,
-        # what the node's output showed: the entry's errors, torchrun's failed workers and
-        # the ranks' last error lines (the leader weighs them all for the first failure)
-        "node_errors": sup._node_errors,
-        "worker_exits": {
-            str(node): [dataclasses.asdict(e) for e in exits]
-            for node, exits in sup.router.worker_exits.items()
-        },
-        "last_error": {str(rank): line for rank, line in sup.router.last_error.items()},
-    }
-    rundir.write_json_atomic(step.run_dir / "logs" / RESULT.format(facts.task), result)
-
-
-def _gather(step: StepPlan, facts: StepFacts, sup: StepSupervisor) -> dict[int, int]:
-    """Task 0: wait for every task's result, fold their findings into ``sup``; task -> code
-    (a task whose result never came counts as failed)."""
-    logs = step.run_dir / "logs"
-    deadline = time.monotonic() + _GATHER_SECONDS
-    codes: dict[int, int] = {}
-    while len(codes) < facts.tasks and time.monotonic() < deadline:
-        for task in range(facts.tasks):
-            path = logs / RESULT.format(task)
-            if task in codes or not path.exists():
-                continue
-            with contextlib.suppress(OSError, ValueError):
-                found = json.loads(path.read_text())
-                codes[task] = int(found["exit_code"])
-                if task != facts.task:
-                    sup._node_errors.extend((int(t), str(m)) for t, m in found["node_errors"])
-                    for node, exits in found["worker_exits"].items():
-                        ended = [WorkerExit(**e) for e in exits]
-                        sup.router.worker_exits.setdefault(int(node), []).extend(ended)
-                    for rank, line in found["last_error"].items():
-                        sup.router.last_error.setdefault(int(rank), str(line))
-        if len(codes) < facts.tasks:
-            time.sleep(0.1)
-    for task in range(facts.tasks):
-        codes.setdefault(task, 1)
-    return codes
 
 
 def _clear_results(step: StepPlan, facts: StepFacts, since: float) -> None:
