@@ -186,11 +186,9 @@ def first_cause(
     last_error: Mapping[int, str] | None = None,
     node_of: Callable[[int], int] = lambda rank: 0,
 ) -> tuple[Candidate | None, ErrorRecord | None]:
-    """The first failure by :func:`first_failure` over all a launcher knows, one candidate per
-    rank: the ranks' error records first, then what the backend saw (``seen``: torchrun's worker
-    events, srun's task reports, the node it saw fail), then the exception lines the ranks
-    printed (``last_error``, also the error of a seen candidate that has none); with the
-    chosen rank's error record. Every backend's last line and run.json name this rank."""
+    """:func:`first_failure` over one candidate per rank: its error record, else what the
+    backend saw (``seen``: worker events, srun's reports), else its last exception line
+    (``last_error``, also the error of a seen one without); with that rank's record."""
     errors = last_error or {}
     per_rank = {c.rank: c for c in candidates_of(records)}
     for c in seen:

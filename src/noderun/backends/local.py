@@ -273,14 +273,9 @@ class LocalSupervisor:
 
     def _first_failure(self, observed: Failure) -> Failure:
         """The rank that failed first for its own reason (``failures.first_cause``, one rule
-        for every backend) over the ranks' error records, torchrun's worker events, the node
-        seen failing and the ranks' own error lines; ``observed`` when none names a cause."""
-        seen = seen_exits(self.router.worker_exits)
-        if observed.rank is not None and observed.node_rank is not None:
-            seen.append(
-                failures.Candidate(observed.node_rank, observed.rank, None, observed.exit_code)
-            )
-        nproc = self.plan.nproc_per_node
+        for every backend) over the ranks' error records, torchrun's worker events (``observed``
+        is one of them) and the ranks' own error lines; ``observed`` when none names a cause."""
+        nproc, seen = self.plan.nproc_per_node, seen_exits(self.router.worker_exits)
         first, record = failures.first_cause(
             failures.read_all(self.logs), seen, self.router.last_error, lambda r: r // nproc
         )

@@ -150,7 +150,8 @@ class RunRequest:
         assert isinstance(launch, LaunchPlan), "a SLURM request materializes to a StepPlan"
         return launch
 
-    def gang(self, master_addr: str, master_port: int, run_id: str) -> Gang:
+    def gang(self, master_addr: str, master_port: int, run_id: str | None = None) -> Gang:
+        """The nodes' shared part; the run id by default ``--rdzv-id``, else the run's name."""
         return Gang(
             nnodes=len(self.hosts) if self.where is Where.SSH else self.nnodes or 1,
             nproc_per_node=self.nproc,
@@ -159,7 +160,7 @@ class RunRequest:
             run_dir=self.run_dir,
             script=self.program,
             script_args=self.script_args,
-            run_id=run_id,
+            run_id=run_id or self.run_id or self.run_dir.name,
             python=self.python,
             entry=self.entry,
             agent_flags=self.agent_flags,
@@ -176,8 +177,7 @@ def plan(request: RunRequest) -> LaunchPlan | StepPlan:
 def local_nodes(request: RunRequest) -> LaunchPlan:
     """Backend ``LocalBackend``: N simulated nodes here, one torchrun agent each."""
     assert request.master_port is not None, "the verb finds a free port first"
-    run_id = request.run_id or request.run_dir.name
-    return plan_local(request.gang("127.0.0.1", request.master_port, run_id), request.rank_env())
+    return plan_local(request.gang("127.0.0.1", request.master_port), request.rank_env())
 
 
 def hand_started(request: RunRequest) -> LaunchPlan:
@@ -197,9 +197,8 @@ def hand_started(request: RunRequest) -> LaunchPlan:
 def ssh_hosts(request: RunRequest) -> LaunchPlan:
     """Backend ``SshBackend``: one node per host, started over ssh from here."""
     assert request.master_port is not None, "node 0 offered a port first"
-    run_id = request.run_id or request.run_dir.name
     return plan_ssh(
-        request.gang(request.hosts[0], request.master_port, run_id),
+        request.gang(request.hosts[0], request.master_port),
         request.hosts,
         cwd=request.cwd,
         guard=SSH_GUARD,
