@@ -3,10 +3,10 @@
 The batch-script path (``run_slurm``) starts ``srun … python -m noderun.node`` itself and
 supervises the step from outside. Here the step already exists, so every task does what one of
 that step's tasks does — it runs the same ``StepPlan.node_argv()`` (the node entry: the
-check-in gate, MASTER_ADDR check, torchrun or the rank itself) as a child, and routes its output
-through the same ``StepSupervisor.feed`` (per-rank logs, ``node:rank|`` prefixes). Each task
-leaves ``logs/task<T>.result.json``; task 0 gathers them, names the first failure with
-``StepSupervisor.diagnose`` and writes the one run.json, as the batch path's launcher does.
+check-in gate, MASTER_ADDR check, torchrun or the rank itself) as a child, through a
+``StepSupervisor`` (per-rank logs, ``node:rank|`` prefixes). Each task leaves
+``logs/task<T>.result.json``; task 0 runs its node under ``supervise()`` like the batch path's
+launcher: it gathers the results, names the first failure and writes the one run.json.
 
 Every check that can refuse runs first, identically on every task, so a bad command line gets
 one line from every node, exit 2, and nothing started.
