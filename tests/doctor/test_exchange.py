@@ -101,7 +101,10 @@ def test_the_doctor_in_an_allocation_gives_its_probes_a_job_token(
     monkeypatch.setattr(slurm_step.subprocess, "Popen", srun)
     monkeypatch.delenv("NODERUN__JOB_TOKEN", raising=False)
     environ = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[1-2]", "PATH": "/usr/bin"}
-    assert not runner.run_in_allocation(tmp_path, 1, environ).healthy
+    result = runner.run_in_allocation(tmp_path, 1, environ)
+    # a node without facts says how the probes' step ended, as the backend tells it
+    probe = {(c.node, c.check.name): c.check for c in result.checks}[("node2", "probe")]
+    assert "no answer from this node (srun ended with exit code 1" in probe.detail, probe
     argv, env = seen[0]
     assert argv[0] == "srun" and "noderun.doctor.probe" in argv, argv
     token = env.get("NODERUN__JOB_TOKEN", "")

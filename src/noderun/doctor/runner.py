@@ -214,9 +214,9 @@ def _checked(
     """Every node's probe, their checks, then the collective test, planned on the port the
     master's probe found spare; rank 0's result, else why not."""
     began = time.monotonic()
-    found = _marked(_on_every_node(probes, run_dir / "logs" / "doctor-probe.log")[0], PROBE_MARKER)
-    probe_sec = time.monotonic() - began
-    checks = node_checks(found, list(hosts))
+    text, why = _on_every_node(probes, run_dir / "logs" / "doctor-probe.log")
+    found, probe_sec = _marked(text, PROBE_MARKER), time.monotonic() - began
+    checks = node_checks(found, list(hosts), why)
     master = next((p for p in found if p.get("is_master")), {})
     spare = (master.get("port") or {}).get("spare") or port + 1
     log = run_dir / "logs" / "doctor-collective.log"
