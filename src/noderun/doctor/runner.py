@@ -151,10 +151,10 @@ class _ProbeStep(StepPlan):
     """The probes as one srun step (one task per node): the probe itself, without the node
     entry, whose check-in gate would take the port the probe tests."""
 
-    probe: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
 
     def node_argv(self) -> list[str]:
-        return list(self.probe)
+        return list(self.command)
 
 
 def _gang(
@@ -212,7 +212,7 @@ def _checked(
     collective_plan: Callable[[int], LaunchPlan | StepPlan],
 ) -> DoctorResult:
     """Every node's probe, their checks, then the collective test, planned on the port the
-    master's probe found spare; rank 0's result, else why not."""
+    master's probe found spare (its result is rank 0's)."""
     began = time.monotonic()
     text, why = _on_every_node(probes, run_dir / "logs" / "doctor-probe.log")
     found, probe_sec = _marked(text, PROBE_MARKER), time.monotonic() - began
@@ -247,7 +247,7 @@ def run_in_allocation(
     run_dir: Path, nproc: int, environ: Mapping[str, str], checklist: Checklist = Checklist()
 ) -> DoctorResult:
     """Inside sbatch/salloc: one probe per node in one srun step, then the collective step.
-    The exchange on node 0 admits only this job's reports: the job's token (noderun submit
+    The master probe's port admits only this job's probes: the job's token (noderun submit
     gave it one), else a new one for the step; srun hands it to every probe in its
     environment, never on a command line (``StepSupervisor``)."""
     slurm.require_command("srun")
@@ -267,7 +267,7 @@ def run_in_allocation(
         hosts=tuple(hosts),
         wait_seconds=60,
         env=((TASKS, str(nproc)),),
-        probe=tuple(_probe_argv(run_dir, hosts[0], port, n, checklist)),
+        command=tuple(_probe_argv(run_dir, hosts[0], port, n, checklist)),
     )
 
     def ranks(spare: int) -> StepPlan:  # one task per rank, as `noderun run` starts them in a job
