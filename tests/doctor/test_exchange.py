@@ -3,8 +3,10 @@ node that never reports is named; bad flags are one line."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,29 +84,31 @@ def test_the_doctor_in_an_allocation_gives_its_probes_a_job_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Inside salloc (no token from noderun submit) the probes' step still gets one, in its
-    environment (never its command line), so node 0's exchange drops other jobs' reports."""
-    from noderun.backends import slurm
+    environment (never its command line), so the master probe's port drops other jobs'
+    probes. The steps are started by the launch backend (srun itself replaced by `false`)."""
+    from noderun.backends import slurm, slurm_step
     from noderun.doctor import runner
 
     seen: list[tuple[list[str], dict[str, str]]] = []
+    popen = subprocess.Popen
 
-    def step(
-        _options: object, argv: list[str], env: dict[str, str], _log: object
-    ) -> tuple[int, str]:
-        seen.append((list(argv), dict(env)))
-        raise RuntimeError("stop after the probe step")
+    def srun(argv: list[str], **options: Any) -> subprocess.Popen[str]:
+        seen.append((list(argv), dict(options["env"])))
+        return popen(["false"], **options)
 
     monkeypatch.setattr(slurm, "require_command", lambda _name: None)
     monkeypatch.setattr(slurm, "hostnames", lambda _nodes: ["node1", "node2"])  # no scontrol
-    monkeypatch.setattr(runner, "_srun", step)
-    (tmp_path / "logs").mkdir()
+    monkeypatch.setattr(slurm_step.subprocess, "Popen", srun)
+    monkeypatch.delenv("NODERUN__JOB_TOKEN", raising=False)
     environ = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[1-2]", "PATH": "/usr/bin"}
-    with pytest.raises(RuntimeError, match="stop after"):
-        runner.run_in_allocation(tmp_path, 1, environ)
+    result = runner.run_in_allocation(tmp_path, 1, environ)
+    # a node without facts says how the probes' step ended, as the backend tells it
+    probe = {(c.node, c.check.name): c.check for c in result.checks}[("node2", "probe")]
+    assert "no answer from this node (srun ended with exit code 1" in probe.detail, probe
     argv, env = seen[0]
+    assert argv[0] == "srun" and "noderun.doctor.probe" in argv, argv
     token = env.get("NODERUN__JOB_TOKEN", "")
     assert len(token) == 32 and not [word for word in argv if token in word]
-    given = {**environ, "NODERUN__JOB_TOKEN": "f00d" * 8}  # noderun submit's stays
-    with pytest.raises(RuntimeError):
-        runner.run_in_allocation(tmp_path, 1, given)
-    assert seen[1][1]["NODERUN__JOB_TOKEN"] == "f00d" * 8
+    monkeypatch.setenv("NODERUN__JOB_TOKEN", "f00d" * 8)  # noderun submit's stays
+    runner.run_in_allocation(tmp_path, 1, environ)
+    assert "noderun.doctor.probe" in seen[2][0] and seen[2][1]["NODERUN__JOB_TOKEN"] == "f00d" * 8

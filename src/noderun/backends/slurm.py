@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from noderun import atomic
@@ -50,7 +50,6 @@ __all__ = [
     "JobRecord",
     "JobState",
     "PartitionInfo",
-    "StepOutput",
     "available",
     "hostnames",
     "job_record",
@@ -63,7 +62,6 @@ __all__ = [
     "requeue",
     "require_command",
     "run_on_job_nodes",
-    "run_step",
     "sacct_summary",
     "sbatch",
     "sbatch_test",
@@ -273,32 +271,6 @@ def hostnames(nodelist: str) -> list[str]:
         if done is not None and done.returncode == 0 and done.stdout.split():
             return done.stdout.split()
     return expand_hostlist(nodelist)
-
-
-@dataclasses.dataclass(frozen=True)
-class StepOutput:
-    """A captured srun step: exit code (124 on timeout) and stdout+stderr."""
-
-    code: int
-    text: str
-
-
-def run_step(
-    srun_options: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
-) -> StepOutput:
-    """``srun OPTIONS ARGV`` with its output captured whole (short steps, e.g. doctor's)."""
-    command = [require_command("srun"), *srun_options, *argv]
-    try:
-        done = subprocess.run(
-            command, env=dict(env), capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as err:
-        partial = [
-            o.decode(errors="replace") if isinstance(o, bytes) else o or ""
-            for o in (err.stdout, err.stderr)
-        ]
-        return StepOutput(124, "".join(partial) + f"\ntimed out after {timeout:.0f} s")
-    return StepOutput(done.returncode, done.stdout + done.stderr)
 
 
 RUNNING_POLL = 1.0  # seconds between scontrol polls of a running job whose end is announced

@@ -329,8 +329,11 @@ NODE_CHECKS: tuple[Callable[[Facts, Sequence[Facts]], Check], ...] = (
 )
 
 
-def node_checks(probes: Sequence[Facts], expected_hosts: Sequence[str]) -> list[NodeCheck]:
-    """Every check on every node; a node that sent no probe fails as a whole."""
+def node_checks(
+    probes: Sequence[Facts], expected_hosts: Sequence[str], why: str = ""
+) -> list[NodeCheck]:
+    """Every check on every node; a node that sent no probe fails as a whole (``why``: how
+    the probes' launch went wrong, as its backend named it)."""
     out = []
     seen = {p.get("host") for p in probes}
     for host in expected_hosts:
@@ -340,7 +343,7 @@ def node_checks(probes: Sequence[Facts], expected_hosts: Sequence[str]) -> list[
                     host,
                     failed(
                         "probe",
-                        "no answer from this node",
+                        f"no answer from this node{f' ({why})' if why else ''}"[:300],
                         "check the node is up: `srun -w NODE hostname`",
                     ),
                 )

@@ -1,4 +1,11 @@
-"""Run the probes (locally, or one per node through srun) and the collective test; aggregate.
+"""Run the probes and the collective test on every node through the launch backends; aggregate.
+
+Every mode but nodes started by hand runs two gangs, as ``noderun run`` starts its ranks:
+the probe (one per node; stdlib and psutil, no torch) as each node's command, then the
+collective test's ranks. Here that is the local backend, over SSH the same supervisor with
+ssh in front, in an allocation one srun step (``StepSupervisor``). Nodes started by hand have
+no launcher to start anything on the others: each probes itself in process and swaps facts
+through node 0 (``doctor/exchange.py``).
 
 ``noderun doctor --submit`` renders a small sbatch script that runs ``noderun doctor`` inside
 the allocation and writes its JSON result into the run directory, then waits for it.
@@ -11,7 +18,6 @@ import json
 import os
 import secrets
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from noderun import proc_guard
 from noderun.backends import slurm
 from noderun.backends.local import LocalSupervisor
 from noderun.backends.ports import free_port
@@ -41,7 +46,9 @@ PROBE_WAIT = 20.0
 HAND_WAIT = 60.0  # nodes started by hand: start every node within this many seconds
 STEP_TIMEOUT = 180.0
 RESULT_FILE = "doctor.json"
+PROBE = "noderun.doctor.probe"  # run as a module on every node
 COLLECTIVE = "noderun.doctor.collective"  # run as a module by every rank
+TASKS = "NODERUN_DOCTOR_TASKS_PER_NODE"  # the ranks per node the collective will start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,73 +118,68 @@ def _marked(text: str, marker: str) -> list[dict[str, Any]]:
     return [v for v in read_marked(text, marker) if isinstance(v, dict)]
 
 
-def _write_token(run_dir: Path) -> tuple[Path, str]:
-    """The shared-filesystem token: written here (node 0), read by every probe."""
+def _probe_argv(
+    run_dir: Path, master: str, port: int, nnodes: int, checklist: Checklist
+) -> list[str]:
+    """The probe every node runs; the shared-filesystem token it reads is written here (node
+    0's run directory) first."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
-    token = secrets.token_hex(16)
-    path = run_dir / ".doctor-token"
-    path.write_text(token)
-    return path, token
-
-
-def _probe_argv(
-    master: str, port: int, nnodes: int, token_file: Path, token: str, checklist: Checklist
-) -> list[str]:
+    token_file, token = run_dir / ".doctor-token", secrets.token_hex(16)
+    token_file.write_text(token)
     return [
-        sys.executable, "-m", "noderun.doctor.probe", "--master", master, "--port", str(port),
+        sys.executable, "-m", PROBE, "--master", master, "--port", str(port),
         "--nnodes", str(nnodes), "--token-file", str(token_file), "--token", token,
         "--wait", str(PROBE_WAIT), *checklist.args(),
     ]  # fmt: skip
 
 
-def _run(
-    argv: Sequence[str], env: Mapping[str, str], log: Path, stdin_line: str | None = None
-) -> tuple[int, str]:
-    """Run a step, keep its whole output in ``log`` (for `noderun explain`), return it.
-    ``stdin_line``: the first line of its stdin (ssh_guard.py's environment); that stdin stays
-    open until the step ends (the guard ends its command when it closes)."""
-    pipe = os.pipe() if stdin_line is not None else None
-    try:
-        if pipe is not None:
-            os.write(pipe[1], (stdin_line or "").encode())  # a pipe holds far more than a line
-        done = subprocess.run(
-            list(argv),
-            env=dict(env),
-            stdin=pipe[0] if pipe is not None else None,
-            capture_output=True,
-            text=True,
-            timeout=STEP_TIMEOUT,
-            preexec_fn=proc_guard.die_with_parent_hook(),  # a killed doctor leaves no probe
-        )
-    except subprocess.TimeoutExpired as err:
-        partial = [
-            o.decode(errors="replace") if isinstance(o, bytes) else o or ""
-            for o in (err.stdout, err.stderr)
-        ]
-        text = "".join(partial) + f"\ntimed out after {STEP_TIMEOUT:.0f} s"
-        log.write_text(text)
-        return 124, text
-    finally:
-        for fd in pipe or ():
-            os.close(fd)
-    log.write_text(done.stdout + done.stderr)
-    return done.returncode, done.stdout + done.stderr
+@dataclasses.dataclass(frozen=True)
+class _Gang(Gang):
+    """A doctor's gang as a launch: the collective test's ranks under torchrun's agents, as
+    ``noderun run`` starts them, or ``command`` (the probe) as each node's own, in the agent's
+    place: no torch imported, no rendezvous held (the probe's port test is the rendezvous)."""
+
+    command: tuple[str, ...] = ()
+
+    def agent_argv(self, node_rank: int) -> list[str]:
+        return list(self.command) or super().agent_argv(node_rank)
 
 
-def _srun(
-    options: Sequence[str], argv: Sequence[str], env: Mapping[str, str], log: Path
-) -> tuple[int, str]:
-    """A step through the SLURM client, its whole output kept in ``log``."""
-    step = slurm.run_step(options, argv, env, STEP_TIMEOUT)
-    log.write_text(step.text)
-    return step.code, step.text
+@dataclasses.dataclass(frozen=True)
+class _ProbeStep(StepPlan):
+    """The probes as one srun step (one task per node): the probe itself, without the node
+    entry, whose check-in gate would take the port the probe tests."""
+
+    command: tuple[str, ...] = ()
+
+    def node_argv(self) -> list[str]:
+        return list(self.command)
 
 
-def _collective(plan: LaunchPlan | StepPlan, log: Path) -> tuple[Any, str]:
-    """Run the collective test's gang with the launch backends' supervisors (their start,
-    teardown, logs and first failure), its console (``node:rank|`` lines) kept in ``log``;
-    rank 0's result, else why not. Cancelled after ``STEP_TIMEOUT``: a lost node hangs it."""
+def _gang(
+    run_dir: Path, nnodes: int, nproc: int, master: str, port: int, probe: Sequence[str] = ()
+) -> _Gang:
+    """The collective test (or, given its argv, the probe) as a launch: its logs under
+    ``run_dir/collective`` (``run_dir/probe``)."""
+    script = PROBE if probe else COLLECTIVE
+    return _Gang(
+        nnodes=nnodes,
+        nproc_per_node=nproc,
+        master_addr=master,
+        master_port=port,
+        run_dir=run_dir / script.rsplit(".", 1)[1],
+        script=script,
+        entry=Entry.MODULE,
+        command=tuple(probe),
+    )
+
+
+def _on_every_node(plan: LaunchPlan | StepPlan, log: Path) -> tuple[str, str]:
+    """Run a gang with the launch backends' supervisors (their start, teardown, logs and first
+    failure), cancelled after ``STEP_TIMEOUT`` (a lost node hangs it). Its whole output (the
+    console, then each node's own command's) is kept in ``log``; returned with why the gang
+    went wrong ('' when it did not)."""
     with open(log, "w") as console:
         gang: LocalSupervisor | StepSupervisor
         if isinstance(plan, StepPlan):
@@ -193,48 +195,34 @@ def _collective(plan: LaunchPlan | StepPlan, log: Path) -> tuple[Any, str]:
             result = gang.wait()
         finally:
             timer.cancel()
-    text = log.read_text(errors="replace")
-    results = _marked(text, COLLECTIVE_MARKER)
-    if results:
-        return results[0], ""
-    ran = time.monotonic() - began
-    why = f"timed out after {STEP_TIMEOUT:.0f} s" if ran >= STEP_TIMEOUT else "no result"
-    why = result.failure.summary if result.failure else why
-    return None, f"{why[:300]} (log: {log})"
-
-
-def _gang(run_dir: Path, nnodes: int, nproc: int, master: str, port: int, python: str) -> Gang:
-    """The collective test as a launch: its ranks' logs under ``run_dir/collective``."""
-    return Gang(
-        nnodes=nnodes,
-        nproc_per_node=nproc,
-        master_addr=master,
-        master_port=port,
-        run_dir=run_dir / "collective",
-        script=COLLECTIVE,
-        python=python,
-        entry=Entry.MODULE,
+        for agent in sorted((plan.run_dir / "logs").glob("node*.agent.log")):
+            console.write(agent.read_text(errors="replace"))
+    why = (
+        f"timed out after {STEP_TIMEOUT:.0f} s" if time.monotonic() - began >= STEP_TIMEOUT else ""
     )
+    return log.read_text(errors="replace"), result.failure.summary if result.failure else why
 
 
 def _checked(
     mode: str,
     hosts: Sequence[str],
-    text: str,
+    probes: LaunchPlan | StepPlan,
     port: int,
     run_dir: Path,
-    began: float,
     collective_plan: Callable[[int], LaunchPlan | StepPlan],
 ) -> DoctorResult:
-    """The probes' checks (``text``: their output), then the collective test, planned on the
-    port the master's probe found spare."""
-    probe_sec = time.monotonic() - began
-    probes = _marked(text, PROBE_MARKER)
-    checks = node_checks(probes, list(hosts))
-    master = next((p for p in probes if p.get("is_master")), {})
+    """Every node's probe, their checks, then the collective test, planned on the port the
+    master's probe found spare (its result is rank 0's)."""
+    began = time.monotonic()
+    text, why = _on_every_node(probes, run_dir / "logs" / "doctor-probe.log")
+    found, probe_sec = _marked(text, PROBE_MARKER), time.monotonic() - began
+    checks = node_checks(found, list(hosts), why)
+    master = next((p for p in found if p.get("is_master")), {})
     spare = (master.get("port") or {}).get("spare") or port + 1
     log = run_dir / "logs" / "doctor-collective.log"
-    collective, error = _collective(collective_plan(spare), log)
+    text, why = _on_every_node(collective_plan(spare), log)
+    collective = next(iter(_marked(text, COLLECTIVE_MARKER)), None)
+    error = "" if collective else f"{(why or 'no result')[:300]} (log: {log})"
     checks.append(NodeCheck("all", collective_check(collective, error)))
     steps = {"probe": probe_sec, "collective": time.monotonic() - began - probe_sec}
     seconds = {name: round(value, 2) for name, value in steps.items()}
@@ -243,42 +231,43 @@ def _checked(
 
 def run_local(run_dir: Path, nproc: int, checklist: Checklist = Checklist()) -> DoctorResult:
     """This machine: one probe, and a collective test over ``nproc`` local ranks."""
-    token_file, token = _write_token(run_dir)
     host, port = socket.gethostname(), free_port()
-    env = {**os.environ, **job_token(os.environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
-    began = time.monotonic()
-    argv = _probe_argv(host, port, 1, token_file, token, checklist)
-    _, text = _run(argv, env, run_dir / "logs" / "doctor-probe.log")
+    env = {**job_token(os.environ), TASKS: str(nproc)}
+    probes = plan_local(
+        _gang(run_dir, 1, 1, host, port, _probe_argv(run_dir, host, port, 1, checklist)), env
+    )
 
     def ranks(spare: int) -> LaunchPlan:  # one torchrun agent, as `noderun run` starts it here
-        return plan_local(_gang(run_dir, 1, nproc, "127.0.0.1", spare, sys.executable))
+        return plan_local(_gang(run_dir, 1, nproc, "127.0.0.1", spare))
 
-    return _checked("local", [host], text, port, run_dir, began, ranks)
+    return _checked("local", [host], probes, port, run_dir, ranks)
 
 
 def run_in_allocation(
     run_dir: Path, nproc: int, environ: Mapping[str, str], checklist: Checklist = Checklist()
 ) -> DoctorResult:
-    """Inside sbatch/salloc: one probe per node in one srun step, then the collective step."""
+    """Inside sbatch/salloc: one probe per node in one srun step, then the collective step.
+    The master probe's port admits only this job's probes: the job's token (noderun submit
+    gave it one), else a new one for the step; srun hands it to every probe in its
+    environment, never on a command line (``StepSupervisor``)."""
     slurm.require_command("srun")
     job = environ["SLURM_JOB_ID"]
     hosts = slurm.hostnames(environ.get("SLURM_JOB_NODELIST", ""))
     if not hosts:
         raise UsageError(f"job {job} has no node list", "run inside sbatch or salloc")
     n, port = len(hosts), port_for_job(job)
-    token_file, token = _write_token(run_dir)
-    # the exchange on node 0 admits only this job's reports: the job's token (noderun submit
-    # gave it one), else a new one for this doctor; srun hands it to every probe in its
-    # environment, never on a command line
-    env = {**environ, **job_token(environ), "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc)}
-    # --label: srun keeps each task's lines whole (unlabelled output of tasks can interleave)
-    step = ["--label", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", "--wait=60"]
-    began = time.monotonic()
-    _, text = _srun(
-        step,
-        _probe_argv(hosts[0], port, n, token_file, token, checklist),
-        env,
-        run_dir / "logs" / "doctor-probe.log",
+    probes = _ProbeStep(
+        mode=LaunchMode.SRUN,  # one task per node: a rank of nproc_per_node 1
+        nnodes=n,
+        nproc_per_node=1,
+        run_dir=run_dir / "probe",
+        script=PROBE,
+        entry=Entry.MODULE,
+        master_port=port,
+        hosts=tuple(hosts),
+        wait_seconds=60,
+        env=((TASKS, str(nproc)),),
+        command=tuple(_probe_argv(run_dir, hosts[0], port, n, checklist)),
     )
 
     def ranks(spare: int) -> StepPlan:  # one task per rank, as `noderun run` starts them in a job
@@ -294,7 +283,7 @@ def run_in_allocation(
             hosts=tuple(hosts),
         )
 
-    return _checked(f"slurm job {job}", hosts, text, port, run_dir, began, ranks)
+    return _checked(f"slurm job {job}", hosts, probes, port, run_dir, ranks)
 
 
 def run_over_ssh(
@@ -305,46 +294,31 @@ def run_over_ssh(
     checklist: Checklist = Checklist(),
 ) -> DoctorResult:
     """Plain SSH hosts: the launch checks, one probe per host at once, then the collective
-    test as ``noderun run --hosts`` would start it (one torchrun agent per host)."""
-    import concurrent.futures
-
+    test, both as ``noderun run --hosts`` starts a launch (one command per host over ssh)."""
     from noderun.backends import ssh
-    from noderun.plan.ssh import SSH_GUARD, forwarded_env, plan_ssh, remote_command, ssh_argv
+    from noderun.plan.ssh import SSH_GUARD, forwarded_env, plan_ssh
 
     cwd, python, n = os.getcwd(), sys.executable, len(hosts)
     port = ssh.preflight(hosts, cwd, python, SSH_GUARD, None, ssh_config)  # one line per problem
-    token_file, token = _write_token(run_dir)
     # the master probe's port admits only this doctor's probes: the job's token (the caller's
     # NODERUN_JOB_TOKEN, else a new one) travels, as every variable here, on the connection
     # itself (the first line of ssh_guard.py's stdin), never on the ssh command line; the
-    # probes need none of the caller's secrets (HF_TOKEN, WANDB_API_KEY…): they stay here
+    # probes and ranks need none of the caller's secrets (HF_TOKEN, WANDB_API_KEY…): they stay
     forwarded = {k: v for k, v in forwarded_env(os.environ).items() if not is_secret(k)}
     job = RankContract.from_env(os.environ).job_token or secrets.token_hex(16)
-    env = {
-        **forwarded,
-        **RankContract(job_token=job).to_env(),
-        "NODERUN_DOCTOR_TASKS_PER_NODE": str(nproc),
-    }
+    env = {**forwarded, **RankContract(job_token=job).to_env(), TASKS: str(nproc)}
 
-    def probe_on(host: str) -> tuple[int, str]:
-        remote = remote_command(probe_argv, {}, cwd, python, SSH_GUARD)
-        argv = ssh_argv(host, remote, config=ssh_config)
-        return _run(argv, os.environ, probe_log, stdin_line=json.dumps(env) + "\n")
-
-    began = time.monotonic()
-    probe_argv = _probe_argv(hosts[0], port, n, token_file, token, checklist)
-    probe_log = run_dir / "logs" / "doctor-probe.log"
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, 32)) as pool:
-        text = "".join(out for _, out in pool.map(probe_on, hosts))
-    probe_log.write_text(text)
-
-    def agents(spare: int) -> LaunchPlan:  # one torchrun agent per host, as `noderun run --hosts`
-        gang = _gang(run_dir, n, nproc, hosts[0], spare, python)
-        # the ranks' variables (the job token with them) go on the connection, as the probes'
+    def launch(gang: Gang) -> LaunchPlan:
         return plan_ssh(gang, hosts, cwd=cwd, guard=SSH_GUARD, env=env, ssh_config=ssh_config)
 
+    def agents(spare: int) -> LaunchPlan:  # one torchrun agent per host, as `noderun run --hosts`
+        return launch(_gang(run_dir, n, nproc, hosts[0], spare))
+
+    probes = launch(
+        _gang(run_dir, n, 1, hosts[0], port, _probe_argv(run_dir, hosts[0], port, n, checklist))
+    )
     try:
-        return _checked(f"ssh hosts {','.join(hosts)}", hosts, text, port, run_dir, began, agents)
+        return _checked(f"ssh hosts {','.join(hosts)}", hosts, probes, port, run_dir, agents)
     finally:
         ssh.close_connections(hosts, ssh_config)
 
