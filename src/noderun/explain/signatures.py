@@ -256,10 +256,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "out-of-memory",
         r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|\bMemoryError\b|"
         r"Cannot allocate memory|"
-        r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
+        r"std::bad_alloc|oom[-_]kill|OOM[ -]?[Kk]illed|"
+        # the kernel's OOM killer (mm/oom_kill.c): "Out of memory: Killed process N (comm)", before
+        # Linux 4.19 "Out of memory: Kill process N (comm) score M or sacrifice child", and the
+        # same for a memory cgroup ("Memory cgroup out of memory: Kill process …")
+        r"[Oo]ut of memory: Kill(ed)? process|"
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
-        r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
+        # (CUDACHECK's WARN is "Cuda failure N '…'", before NCCL 2.19 "Cuda failure '…'")
+        r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure (\d+ )?'out of memory'|"
         r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
         r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
@@ -268,6 +273,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "memory exhausted",
         _OOM_FIX,
     ),
+    # torch's DataLoader (csrc/DataLoader.cpp) names the signal a worker died of; a worker
+    # SIGKILLed ("Killed") is, but for a person's kill -9, the kernel's OOM killer: workers are
+    # forked copies whose memory grows with the data they hold (SIGBUS is /dev/shm, below)
+    Signature(
+        "out-of-memory",
+        r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
+        "a DataLoader worker was killed (SIGKILL): host memory ran out and the kernel's OOM killer "
+        "took it",
+        "use fewer DataLoader workers (num_workers) or a smaller prefetch_factor, hold less data "
+        "in the Dataset object, or ask for more host memory (--mem); dmesg names the OOM kill",
+    ),
     # a CUDA kernel of the rank's own faulted (CUDA's cudaErrorIllegalAddress, a device-side
     # assert (ATen's CUDA_KERNEL_ASSERT), a misaligned address, a launch failure): the
     # process is lost, whoever reports it (the rank, or ProcessGroupNCCL's watchdog)
@@ -275,7 +291,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"CUDA error: (an illegal memory access was encountered|device-side assert triggered|"
         r"misaligned address|unspecified launch failure|an illegal instruction was encountered)|"
-        r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress",
+        r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
+        # the device-side assert itself, as CUDA's __assert_fail prints it in the kernel
+        # ("file.cu:L: kernel: block: [x,y,z], thread: [x,y,z] Assertion `cond` failed.")
+        r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .* failed",
         "a CUDA kernel of a rank faulted (illegal memory access, a device-side assert): a bug in "
         "that kernel or its inputs (an index out of range)",
         "rerun that rank with CUDA_LAUNCH_BLOCKING=1 to see the kernel that faulted; check the "
@@ -653,9 +672,12 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # the shell's report of SIGABRT: a C++ exception nobody caught ("terminate called after
     # throwing …", whose what() line says why) or an abort(); that line is the evidence
+    # Python's faulthandler names the fatal signal it caught ("Fatal Python error: Aborted" for
+    # SIGABRT, then the threads' stacks): an abort says only that the process gave up, after
+    # what it printed before (an uncaught C++ exception's what(), an abort())
     Signature(
         "rank-crashed",
-        r"Aborted \(core dumped\)",
+        r"Aborted \(core dumped\)|Fatal Python error: Aborted",
         "a process aborted (SIGABRT), after the error printed before it",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
