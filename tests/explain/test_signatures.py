@@ -56,6 +56,10 @@ FROM_CORPUS = {
     "trellis2-90-illegal-memory-access-watchdog": "rank-crashed",  # a CUDA kernel fault
     "nccl-210-no-ip-interface-socket-creation": "network-unreachable",  # Socket creation failed
     "coquistt-2238-slurm-job-exceeded-memory-limit": "out-of-memory",  # jobacct_gather's kill
+    # the fifth pass, from new tuning cases (SOURCES-corpus-f.md)
+    "rlvigen-17-dataloader-worker-killed-memory-growth": "out-of-memory",  # worker SIGKILLed
+    "pytorchbook-62-dataloader-worker-killed-memory-soaring": "out-of-memory",
+    "lightning-14986-bootstrap-rank-checked-in-twice": "missing-launcher",  # bootstrap root
 }
 
 
@@ -438,3 +442,139 @@ def test_a_cuda_kernel_fault_reported_by_the_watchdog_is_the_ranks_crash() -> No
     ):
         signature = scanner.classify(line)
         assert signature is not None and signature.cause == expected
+
+
+# --- the fifth pass: how evidence is read, each from a tuning case of the corpus ---
+
+
+def _log(case_id: str) -> Path:
+    path = CORPUS / case_id / "log.txt"
+    if not path.is_file():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    return path
+
+
+def _line_with(case_id: str, words: str) -> str:
+    return next(line for line in _log(case_id).read_text().splitlines() if words in line)
+
+
+def test_nccls_older_cudacheck_wording_is_memory() -> None:
+    # NCCL < 2.19 prints CUDACHECK's WARN without the error number (nccl-1235, line 14)
+    line = _line_with("nccl-1235-cuda-calloc-oom-large-llm", "Cuda failure 'out of memory'")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "out-of-memory"
+
+
+def test_an_nccl_warn_is_shown_with_its_callers_warn() -> None:
+    # alloc.h's CUDACHECK WARN, then (two lines on, same thread) the caller's "Failed to CUDA
+    # calloc": one record, both shown as the evidence
+    findings = explain([str(_log("nccl-1235-cuda-calloc-oom-large-llm"))])
+    text = findings[0].evidence.text
+    assert findings[0].cause == "out-of-memory"
+    assert "Cuda failure 'out of memory'" in text
+    assert "Failed to CUDA calloc 6291456 bytes" in text
+
+
+@pytest.mark.parametrize(
+    ("case_id", "cause", "last_error"),
+    [
+        (
+            "verl-726-link-local-socket-connect-abort",
+            "network-unreachable",
+            "Last error: socketStartConnect: Connect to 169.254.0.1<40815> failed",
+        ),
+        (
+            "peft-1703-nccl-cuda-failure-out-of-memory",
+            "out-of-memory",
+            "Last error: Cuda failure 2 'out of memory'",
+        ),
+    ],
+)
+def test_torchs_nccl_exception_is_read_with_its_last_error(
+    case_id: str, cause: str, last_error: str
+) -> None:
+    # "DistBackendError: NCCL error in: …", "ncclXxxError: …", "Last error:", NCCL's last WARN:
+    # one message; its first line is the evidence, shown with what NCCL's WARN said
+    scanner = Scanner()
+    head = next(hit for hit in scanner.scan(_log(case_id)) if "DistBackendError" in hit.text)
+    assert head.signature.cause == cause
+    assert last_error in head.text
+
+
+def test_faulthandlers_abort_is_the_consequence_of_the_device_assert_before_it() -> None:
+    case = "litllama-306-device-assert-vocab-fatal-abort"
+    signature = Scanner().classify(_line_with(case, "Fatal Python error: Aborted"))
+    assert signature is not None and signature.tier is Tier.CONSEQUENCE
+    findings = explain([str(_log(case))])
+    assert findings[0].cause == "rank-crashed"
+    assert "Assertion `srcIndex < srcSelectDimSize` failed." in findings[0].evidence.text
+
+
+def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
+    tmp_path: Path,
+) -> None:
+    # ChildFailedError's layout (elastic/multiprocessing/errors): "Failures:" first, then the
+    # "Root Cause (first observed failure):" entry; both in one second here (the entries as
+    # cppo-6's log prints them, a second one added)
+    def entry(index: int, rank: int, pid: int) -> list[str]:
+        return [
+            f"[{index}]:",
+            "  time      : 2025-05-21_15:43:03",
+            "  host      : worker-0",
+            f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : 1 (pid: {pid})",
+            "  error_file: <N/A>",
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/"
+            "errors.html",
+        ]
+
+    summary = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 60,
+        "train.py FAILED",
+        "-" * 60,
+        "Failures:",
+        *entry(1, 1, 14751),
+        "-" * 60,
+        "Root Cause (first observed failure):",
+        *entry(0, 0, 14750),
+        "=" * 60,
+    ]
+    findings = explain([write(tmp_path / "agent.log", *summary)])
+    assert findings[0].evidence.text.strip() == "exitcode  : 1 (pid: 14750)"
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        # no tuning case holds these yet: each is its source's format string, filled in
+        # the kernel's OOM killer before Linux 4.19 (mm/oom_kill.c), and for a memory cgroup
+        ("Out of memory: Kill process 4541 (python) score 912 or sacrifice child", "out-of-memory"),
+        (
+            "Memory cgroup out of memory: Kill process 4541 (python) score 990 or sacrifice child",
+            "out-of-memory",
+        ),
+        # NCCL (src/init.cc, bootstrap): ranks on different NCCL builds
+        (
+            "node2:811:811 [0] NCCL WARN Mismatched NCCL version detected : rank 0 version 21803 "
+            "rank 8 version 21903",
+            "version-mismatch",
+        ),
+        # NCCL >= 2.26's wording of a duplicate GPU (src/init.cc)
+        (
+            "node1:3120:3120 [1] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+            "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
+            "duplicate-gpu",
+        ),
+        # NCCL's socket transport (transport/net_socket.cc) and name lookups (misc/socket.cc)
+        ("node1:3120:3200 [0] NCCL WARN NET/Socket : no interface found", "network-unreachable"),
+        (
+            "node1:3120:3200 [0] NCCL WARN Net : error encountered when getting address info : "
+            "Name or service not known",
+            "connection-refused",
+        ),
+    ],
+)
+def test_messages_read_from_their_sources(line: str, cause: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == cause

@@ -196,6 +196,16 @@ SIGNATURES: tuple[Signature, ...] = (
         Tier.WEAK,
         refuted_by="registered",
     ),
+    # NCCL's bootstrap root (src/bootstrap.cc) got the same rank from two processes: ranks were
+    # numbered twice (a launcher started once per task, or one node rank on two nodes)
+    Signature(
+        "missing-launcher",
+        r"Bootstrap Root : rank \d+ of \d+ ranks has already checked in",
+        "two processes joined NCCL with the same rank: ranks were numbered twice",
+        "start one process per rank with distinct ranks: srun with --ntasks-per-node = processes "
+        "per node (or one torchrun per node, --ntasks-per-node=1), and a distinct node rank per "
+        "node",
+    ),
     Signature(
         "device-ordinal",
         r"invalid device ordinal|[Yy]our machine only has:? \[",
@@ -206,7 +216,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # NCCL init (src/init.cc): two ranks of one communicator on the same device
     Signature(
         "duplicate-gpu",
-        r"Duplicate GPU detected",
+        # (NCCL >= 2.26 words it "Multiple Ranks are using the same GPU/Partition")
+        r"Duplicate GPU detected|Multiple Ranks are using the same GPU",
         "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
         "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
         "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks, and that srun starts "
@@ -312,6 +323,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
         r"Unable to find address for|no socket interface found|"
         r"Bootstrap : no socket interface|NCCL WARN.*[Cc]onnect.*failed|"
+        # NCCL's socket transport (transport/net_socket.cc) with no interface to use
+        r"NET/Socket : (no interface found|No usable listening interface found)|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
         r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
@@ -368,7 +381,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
         r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve|"
-        r"Name does not resolve",  # musl's (Alpine, busybox) EAI_NONAME
+        r"Name does not resolve|"  # musl's (Alpine, busybox) EAI_NONAME
+        # NCCL (misc/socket.cc) resolving NCCL_COMM_ID or a peer's name with getaddrinfo
+        r"Net : error encountered when getting address info",
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
@@ -528,6 +543,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "version-mismatch",
         r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
+        # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc)
+        r"Mismatched NCCL version detected|"
         r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
