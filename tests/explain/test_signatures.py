@@ -60,6 +60,9 @@ FROM_CORPUS = {
     "rlvigen-17-dataloader-worker-killed-memory-growth": "out-of-memory",  # worker SIGKILLed
     "pytorchbook-62-dataloader-worker-killed-memory-soaring": "out-of-memory",
     "lightning-14986-bootstrap-rank-checked-in-twice": "missing-launcher",  # bootstrap root
+    "apex-99-env-world-size-not-set-no-launcher": "missing-launcher",  # env:// rendezvous
+    "hrnet-35-env-rank-not-set-missing-launch": "missing-launcher",
+    "hybrik-198-spawn-exception-process-sigkill": "rank-crashed",  # mp.spawn's report
 }
 
 
@@ -566,6 +569,16 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
             "duplicate-gpu",
         ),
+        # torch < 1.6's wording of ncclSystemError (ProcessGroupNCCL)
+        ("RuntimeError: NCCL Error 2: unhandled system error", "network-unreachable"),
+        # CUDACHECK inside NCCL meeting the rank's own kernel fault
+        (
+            "node1:3120:3200 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'an illegal memory access "
+            "was encountered'",
+            "rank-crashed",
+        ),
+        # torch's DataLoader on a worker's SIGSEGV (torch/utils/data/_utils/signal_handling)
+        ("ERROR: Unexpected segmentation fault encountered in worker.", "rank-crashed"),
         # NCCL's socket transport (transport/net_socket.cc) and name lookups (misc/socket.cc)
         ("node1:3120:3200 [0] NCCL WARN NET/Socket : no interface found", "network-unreachable"),
         (
@@ -578,3 +591,11 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
 def test_messages_read_from_their_sources(line: str, cause: str) -> None:
     signature = Scanner().classify(line)
     assert signature is not None and signature.cause == cause
+
+
+def test_deepspeeds_launcher_report_is_a_failure() -> None:
+    # launch.py's sigkill_handler: "[ERROR] [launch.py:434:sigkill_handler] [cmd…] exits with
+    # return code = -9" (deepspeed-3232): a launcher's report of a rank that died, not "unknown"
+    line = _line_with("deepspeed-3232-launcher-exits-return-code-9", "exits with return code")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "rank-crashed" and signature.run_failed

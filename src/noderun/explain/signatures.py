@@ -187,6 +187,17 @@ SIGNATURES: tuple[Signature, ...] = (
         Tier.WEAK,
         refuted_by="registered",
     ),
+    # torch's env:// rendezvous (distributed/rendezvous.py _env_error) reads RANK, WORLD_SIZE,
+    # MASTER_ADDR, MASTER_PORT that a launcher (torchrun, srun via a wrapper) sets: a script
+    # started with python alone has none of them
+    Signature(
+        "missing-launcher",
+        r"env:// rendezvous: environment variable \w+ expected, but not set",
+        "the script was started without a launcher: torch's env:// rendezvous found no "
+        "RANK/WORLD_SIZE/MASTER_ADDR in the environment",
+        "start it with a launcher that sets them (torchrun / python -m torch.distributed.run, "
+        "srun with `noderun run`), not with python alone",
+    ),
     # Lightning's SLURM environment: several nodes asked for, but the processes not started by srun
     Signature(
         "missing-launcher",
@@ -303,6 +314,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"CUDA error: (an illegal memory access was encountered|device-side assert triggered|"
         r"misaligned address|unspecified launch failure|an illegal instruction was encountered)|"
         r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
+        # the same errors met by a CUDA call inside NCCL (CUDACHECK: "Cuda failure [N] '…'")
+        r"Cuda failure (\d+ )?'(an illegal memory access was encountered|device-side assert "
+        r"triggered|misaligned address|unspecified launch failure)'|"
         # the device-side assert itself, as CUDA's __assert_fail prints it in the kernel
         # ("file.cu:L: kernel: block: [x,y,z], thread: [x,y,z] Assertion `cond` failed.")
         r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .* failed",
@@ -578,7 +592,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "network-unreachable",
-        r"NCCL error.*unhandled system error|ncclSystemError",
+        # (torch < 1.6 words it "NCCL Error 2: unhandled system error")
+        r"NCCL [Ee]rror.*unhandled system error|ncclSystemError",
         "NCCL reported a system error: a socket or InfiniBand call failed between the nodes",
         _IFACE_FIX + "; NCCL_DEBUG=INFO names the failing call",
         Tier.WEAK,
@@ -608,6 +623,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
+        # deepspeed's launcher (launcher/launch.py sigkill_handler), torch.multiprocessing.spawn
+        r"\] exits with return code = -?\d+|process \d+ terminated with exit code -?\d+|"
         r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation|Aborted)",
         "the launcher reports that a rank failed",
         _CRASH_FIX,
@@ -618,7 +635,10 @@ SIGNATURES: tuple[Signature, ...] = (
     # SIGTERM, which the agent sends the others to stop them
     Signature(
         "rank-crashed",
-        r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received",
+        r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received|"
+        # torch.multiprocessing.spawn's report (ProcessExitedException, before torch 1.5 a bare
+        # Exception) of a process that died of a signal
+        r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
@@ -701,7 +721,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "rank-crashed",
-        r"Segmentation fault|[Cc]ore dumped|Fatal Python error",
+        # (torch's DataLoader: "Unexpected segmentation fault encountered in worker.")
+        r"[Ss]egmentation fault|[Cc]ore dumped|Fatal Python error",
         "a rank died from a signal",
         "run that rank alone to reproduce; check native extensions and memory",
     ),
