@@ -569,6 +569,13 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
             "duplicate-gpu",
         ),
+        # torch <= 1.10's TCPStore client giving up, and torchelastic's wrapper of a store error
+        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "connection-refused"),
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+            "to the C10d store has failed. See inner exception for details.",
+            "connection-refused",
+        ),
         # torch < 1.6's wording of ncclSystemError (ProcessGroupNCCL)
         ("RuntimeError: NCCL Error 2: unhandled system error", "network-unreachable"),
         # CUDACHECK inside NCCL meeting the rank's own kernel fault

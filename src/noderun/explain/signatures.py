@@ -420,9 +420,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "connection-refused",
         r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect|"
         # c10d (socket.cpp): the store client retried until its timeout: nobody listened in time
-        r"client socket has timed out after \S+ while trying to connect",
+        # (torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms.")
+        r"client socket has timed out after \S+ while trying to connect|"
+        r"connect\(\) timed out\. Original timeout was",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
+    ),
+    # torchelastic's c10d rendezvous backend (c10d_rendezvous_backend.py) wraps the store's own
+    # error ("See inner exception for details."): that error, when printed, says why
+    Signature(
+        "connection-refused",
+        r"RendezvousConnectionError: The connection to the C10d store has failed",
+        "the node could not reach the rendezvous store (--rdzv-endpoint): nobody listened there, "
+        "or it was unreachable",
+        "check that --rdzv-endpoint names a host:port of the first node that every node reaches, "
+        "that the first node started, and that no other job holds that port",
+        Tier.WEAK,
     ),
     # the verdict line of a stall report (RUN_DIR/stall-<time>.txt, noderun's console)
     Signature(
