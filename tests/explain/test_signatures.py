@@ -606,3 +606,50 @@ def test_deepspeeds_launcher_report_is_a_failure() -> None:
     line = _line_with("deepspeed-3232-launcher-exits-return-code-9", "exits with return code")
     signature = Scanner().classify(line)
     assert signature is not None and signature.cause == "rank-crashed" and signature.run_failed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # rdma-core (libibverbs/dynamic_driver.c) on a node without that vendor's NIC
+        "libibverbs: Warning: couldn't load driver 'libmlx4-rdmav34.so': libmlx4-rdmav34.so: "
+        "cannot open shared object file: No such file or directory",
+        # c10d's client trying the master's IPv6 address first (socket.cpp), then the next one
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to [localhost]:29500 "
+        "(errno: 99 - Cannot assign requested address).",
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+        "(errno: 22 - Invalid argument).",
+        # Python's warnings module ("file:line: Category: message"), with error words in it
+        "/opt/conda/lib/python3.10/site-packages/torch/cuda/__init__.py:173: UserWarning: Error "
+        "detecting the CUDA device capability",
+        # wandb's system monitor; glibc's loader skipping an LD_PRELOAD library; git in a copy
+        "wandb: ERROR Failed to sample metric: Not Supported",
+        "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded "
+        "(cannot open shared object file): ignored.",
+        "fatal: not a git repository (or any of the parent directories): .git",
+    ],
+)
+def test_noise_of_healthy_runs_is_a_warning(line: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING
+
+
+def test_pythons_warnings_in_a_corpus_log_are_warnings() -> None:
+    # knet-30's multiprocessing warning at exit ("…semaphore_tracker.py:144: UserWarning: …")
+    line = _line_with("knet-30-slurm-cgroup-oom-kill-4-tasks", "UserWarning:")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING
+
+
+def test_nccl_info_lines_are_never_a_failure() -> None:
+    # NCCL's bootstrap retry (misc/socket.cc) at INFO level: "retrying", not a failure
+    line = "node1:3120:3200 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    assert Scanner().classify(line) is None
+
+
+def test_a_c10d_connect_warning_that_retries_is_weak() -> None:
+    # llamafactory-3715: warning-level, errno 110 (the address never answered): a retry, weak
+    line = _line_with("llamafactory-3715-placeholder-master-addr", "failed to connect")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "connection-refused"
+    assert signature.tier is Tier.WEAK

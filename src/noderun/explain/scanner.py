@@ -62,6 +62,9 @@ _NCCL_NO_PLUGIN = re.compile(
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
 # (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
 _INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
+# NCCL (include/debug.h) reports failures at WARN level; its INFO lines are progress, retries
+# ("Call to connect returned Connection refused, retrying") and teardown: never a failure
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
 # torch's exception for a NCCL result code (c10d NCCLUtils: "NCCL error in: …, <what the code
 # means>, NCCL version …") goes on over lines: "ncclXxxError: <ncclGetErrorString>", then
@@ -296,6 +299,8 @@ class Scanner:
             if pattern.search(text):
                 if signature.tier is Tier.LAST_RESORT and _INFO_LEVEL.search(text):
                     return None
+                if signature.tier is not Tier.SIGN and _NCCL_INFO.search(text):
+                    return None  # NCCL says what failed with WARN; INFO is progress and retries
                 return signature
         return None
 

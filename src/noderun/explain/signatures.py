@@ -166,6 +166,38 @@ SIGNATURES: tuple[Signature, ...] = (
         "nothing to do if the job ran; a newer PMIx/Open MPI no longer prints it",
         Tier.WARNING,
     ),
+    # rdma-core (libibverbs/dynamic_driver.c) on every node without some vendor's NIC: it tries
+    # each provider it knows and says so for the missing ones; the job runs on
+    Signature(
+        "warning",
+        r"libibverbs: Warning: couldn't load driver",
+        "libibverbs could not load a NIC provider library this node has no NIC for (harmless)",
+        "nothing to do; install only the rdma-core providers the nodes' NICs need to silence it",
+        Tier.WARNING,
+    ),
+    # c10d's store client (socket.cpp) tries every address of the master in turn and warns for
+    # each it cannot use: an IPv6 or other-family address this host cannot reach fails at
+    # once with EINVAL, EAFNOSUPPORT or EADDRNOTAVAIL, and the next address connects
+    Signature(
+        "warning",
+        r"\[W.*client socket has failed to connect to .*\(errno: (22|97|99) - ",
+        "c10d tried an address of the master this host cannot use (IPv6) and went on to the next",
+        "nothing to do when the run went on; set MASTER_ADDR to an IPv4 address to silence it",
+        Tier.WARNING,
+    ),
+    # Python's warnings ("file.py:N: UserWarning: …"), wandb's own errors (its system monitor,
+    # uploads: a failure of wandb that ends a run raises in the rank's traceback), glibc's
+    # dynamic loader skipping an LD_PRELOAD library, git run outside a repository: none stops
+    # the process that prints them
+    Signature(
+        "warning",
+        r"(^|\.py:\d+: )[A-Z]\w*Warning: |^wandb: ERROR |"
+        r"^ERROR: ld\.so: object .* cannot be preloaded .*: ignored|"
+        r"^fatal: not a git repository",
+        "a library or tool warned and went on",
+        "nothing to do if the run went on",
+        Tier.WARNING,
+    ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
     Signature(
         "missing-launcher",
@@ -402,9 +434,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
     # torch retries connecting while the master starts: benign unless nothing else is found
+    # (c10d's warning-level "[W …socket.cpp…] The client socket has failed to connect to …")
     Signature(
         "connection-refused",
-        r"\[W.*socket\.cpp.*[Cc]onnection refused",
+        r"\[W.*socket\.cpp.*([Cc]onnection refused|client socket has failed to connect)",
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
