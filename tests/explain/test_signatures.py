@@ -627,6 +627,12 @@ def test_deepspeeds_launcher_report_is_a_failure() -> None:
         "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded "
         "(cannot open shared object file): ignored.",
         "fatal: not a git repository (or any of the parent directories): .git",
+        # Slurm's survivable error lines (jobacct_gather, srun without a tty, TMPDIR, x11)
+        "slurmstepd: error: _is_a_lwp: open() /proc/24097/status failed: No such file or directory",
+        "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device",
+        "slurmstepd: error: Unable to create TMPDIR [/tmp/user/1234]: Permission denied",
+        "srun: error: spank: x11.so: Plugin x11 failed to initialize.",
+        "Error in atexit._run_exitfuncs:",
     ],
 )
 def test_noise_of_healthy_runs_is_a_warning(line: str) -> None:
@@ -653,3 +659,18 @@ def test_a_c10d_connect_warning_that_retries_is_weak() -> None:
     signature = Scanner().classify(line)
     assert signature is not None and signature.cause == "connection-refused"
     assert signature.tier is Tier.WEAK
+
+
+def test_an_exception_in_an_exit_handler_is_no_failure(tmp_path: Path) -> None:
+    # CPython's atexit module prints the handler's traceback under this header and exits
+    log = write(
+        tmp_path / "exit.log",
+        "epoch 3 loss 0.1",
+        "Error in atexit._run_exitfuncs:",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/wandb/sdk/wandb_run.py", line 2291, '
+        "in _atexit_cleanup",
+        "    self._on_finish()",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+    )
+    assert explain([log]) == []

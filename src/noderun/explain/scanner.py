@@ -62,6 +62,8 @@ _NCCL_NO_PLUGIN = re.compile(
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
 # (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
 _INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
+# the last line of a Python traceback: the exception's type and message
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)")
 # NCCL (include/debug.h) reports failures at WARN level; its INFO lines are progress, retries
 # ("Call to connect returned Connection refused, retrying") and teardown: never a failure
 _NCCL_INFO = re.compile(r"\bNCCL INFO\b")
@@ -268,12 +270,13 @@ def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
 def _ignored(buf: bytes, start: int) -> bool:
     """The exception line at ``start`` ends a traceback that Python printed under "Exception
     ignored in: …" (an exception in __del__ or at interpreter exit, which does not stop the
-    process): the traceback's lines are indented or "Traceback …"; look back over them only."""
+    process) or "Error in atexit._run_exitfuncs:" (an exit handler that raised): the
+    traceback's lines are indented or "Traceback …"; look back over them only."""
     window = buf[max(0, start - LOOKBACK) : start].splitlines()
     for line in reversed(window):
         raw = strip_prefix(line.decode("utf-8", "replace"))
         text = raw.strip()
-        if text.startswith("Exception ignored in"):
+        if text.startswith(("Exception ignored in", "Error in atexit._run_exitfuncs")):
             return True
         if not (raw[:1].isspace() or text.startswith("Traceback (most recent call last)")):
             return False
@@ -357,7 +360,11 @@ class Scanner:
             message = nccl_message(buf, stop, end, text) if signature is not None else ""
             if message:  # what NCCL's last WARN says decides the cause
                 signature = self.classify(f"{text} {message}") or signature
-            if signature is not None and signature.generic and _ignored(buf, start):
+            if (
+                signature is not None
+                and (signature.generic or _EXCEPTION_LINE.match(strip_prefix(text)))
+                and _ignored(buf, start)
+            ):
                 signature = None  # an exception Python reported and ignored (at exit, in __del__)
             if signature is not None:
                 stamp = timestamp(raw, year) or timestamp(

@@ -156,6 +156,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "create the directory on every node (or submit from a shared one) if the job needs it",
         Tier.WARNING,
     ),
+    # Slurm's error-level lines that a running job survives: jobacct_gather reading a process
+    # that just ended (_is_a_lwp, "usually harmless" in HPC centres' docs), srun without a tty
+    # (ioctl TIOCGWINSZ, --pty), slurmstepd falling back from a TMPDIR it cannot create, the
+    # x11 spank plugin on a node without X
+    Signature(
+        "warning",
+        r"error: _is_a_lwp: open\(\) /proc/\d+/status failed|"
+        r"srun: error: ioctl\(TIOCGWINSZ\)|Not using a pseudo-terminal, disregarding --pty|"
+        r"slurmstepd: error: (Unable to create TMPDIR|Setting TMPDIR to)|"
+        r"spank: x11\.so: Plugin x11 failed to initialize",
+        "Slurm logged an error that the job survives (accounting, tty, TMPDIR, x11 noise)",
+        "nothing to do if the job ran",
+        Tier.WARNING,
+    ),
+    # Python (Modules/atexitmodule.c) reports an atexit callback that raised and exits anyway
+    Signature(
+        "warning",
+        r"^Error in atexit\._run_exitfuncs:",
+        "an exit handler raised while the process ended (it still exited as it would have)",
+        "nothing to do for the run; the traceback below names the handler",
+        Tier.WARNING,
+    ),
     # PMIx's shared-memory store (src/mca/gds/ds12/gds_ds12_lock_pthread.c) logs its lock's
     # init/finalize failing with PMIX_ERROR_LOG; srun --mpi=pmix and mpirun jobs run on
     # (openpmix#1716, open-mpi/ompi#7516)
