@@ -576,6 +576,34 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "to the C10d store has failed. See inner exception for details.",
             "connection-refused",
         ),
+        # the kubelet's eviction manager evicting a pod
+        (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 88Mi.",
+            "out-of-memory",
+        ),
+        ("The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi", "disk-full"),
+        # nccl-tests (src/common.h NCCLCHECK)
+        (
+            " Test NCCL failure all_reduce.cu:44 'unhandled system error (run with NCCL_DEBUG=INFO "
+            "for details) / '",
+            "network-unreachable",
+        ),
+        # torch's CUDA init and its extension builder
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 10010).",
+            "version-mismatch",
+        ),
+        (
+            "RuntimeError: The detected CUDA version (11.8) mismatches the version that was used "
+            "to compile PyTorch (12.1). Please make sure to use the same CUDA versions.",
+            "version-mismatch",
+        ),
+        # mpirun's report of a rank's signal (Open MPI / PRRTE help text)
+        (
+            "mpirun noticed that process rank 3 with PID 1234 on node n2 exited on signal 9 "
+            "(Killed).",
+            "rank-crashed",
+        ),
         # torch < 1.6's wording of ncclSystemError (ProcessGroupNCCL)
         ("RuntimeError: NCCL Error 2: unhandled system error", "network-unreachable"),
         # CUDACHECK inside NCCL meeting the rank's own kernel fault

@@ -345,7 +345,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
         r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
         # slurmstepd's accounting (jobacct_gather) killing a job or step over its --mem
-        r"\b(Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed",
+        r"\b(Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed|"
+        # the kubelet evicting a pod (eviction manager: "The node was low on resource: …")
+        r"The node was low on resource: memory",
         "memory exhausted",
         _OOM_FIX,
     ),
@@ -440,7 +442,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # /dev/shm signatures, which claim the same words for shared memory
     Signature(
         "disk-full",
-        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b",
+        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b|"
+        r"The node was low on resource: ephemeral-storage",  # the kubelet evicting a pod
         "a write failed: the filesystem is full or the user's quota is used up",
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
@@ -625,8 +628,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "version-mismatch",
         r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
-        # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc)
-        r"Mismatched NCCL version detected|"
+        # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc); torch's CUDA init
+        # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
+        r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
+        r"mismatches the version that was used to compile PyTorch|"
         r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
@@ -660,8 +665,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "network-unreachable",
-        # (torch < 1.6 words it "NCCL Error 2: unhandled system error")
-        r"NCCL [Ee]rror.*unhandled system error|ncclSystemError",
+        # (torch < 1.6 words it "NCCL Error 2: unhandled system error", nccl-tests "Test NCCL
+        # failure file.cu:N 'unhandled system error …'")
+        r"NCCL ([Ee]rror|failure).*unhandled system error|ncclSystemError",
         "NCCL reported a system error: a socket or InfiniBand call failed between the nodes",
         _IFACE_FIX + "; NCCL_DEBUG=INFO names the failing call",
         Tier.WEAK,
@@ -705,8 +711,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received|"
         # torch.multiprocessing.spawn's report (ProcessExitedException, before torch 1.5 a bare
-        # Exception) of a process that died of a signal
-        r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b",
+        # Exception) of a process that died of a signal, and mpirun's (Open MPI, PRRTE help text
+        # "proc-aborted-strsignal")
+        r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b|"
+        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
@@ -769,7 +777,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"ChildFailedError|Root Cause \(first observed failure\)|Signal \d+ \(SIG\w+\) received|"
         r"\*\*\* STEP .* CANCELLED|died with <Signals|SignalException: Process \d+ got signal|"
-        r"srun: error: .*task",
+        r"srun: error: .*task|"
+        # Open MPI's mpirun after a rank exited non-zero (help-errmgr-base.txt)
+        r"process returned\s+a non-zero exit code|noticed that process rank \d+ .*exited on signal|"
+        r"one or more processes exited with non-zero status, thus causing",
         "the launcher stopped the other ranks after a failure",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
