@@ -702,3 +702,10 @@ def test_an_exception_in_an_exit_handler_is_no_failure(tmp_path: Path) -> None:
         "ConnectionResetError: [Errno 104] Connection reset by peer",
     )
     assert explain([log]) == []
+
+
+def test_libibverbs_missing_provider_in_a_corpus_log_is_a_warning() -> None:
+    # nccl-1044: rdma-core's warning for a provider library the node has no NIC for
+    line = _line_with("nccl-1044-healthy-libibverbs-driver-warning", "libibverbs: Warning")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING
