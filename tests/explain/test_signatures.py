@@ -604,6 +604,18 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "(Killed).",
             "rank-crashed",
         ),
+        # torch.multiprocessing.spawn's report of a non-zero exit (a launcher's report)
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit "
+            "code 1",
+            "rank-crashed",
+        ),
+        # Open MPI's mpirun after a rank's non-zero exit (help-errmgr-base.txt)
+        (
+            "Primary job  terminated normally, but 1 process returned a non-zero exit code. Per "
+            "user-direction, the job has been aborted.",
+            "rank-crashed",
+        ),
         # torch < 1.6's wording of ncclSystemError (ProcessGroupNCCL)
         ("RuntimeError: NCCL Error 2: unhandled system error", "network-unreachable"),
         # CUDACHECK inside NCCL meeting the rank's own kernel fault
