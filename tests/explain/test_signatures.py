@@ -56,6 +56,13 @@ FROM_CORPUS = {
     "trellis2-90-illegal-memory-access-watchdog": "rank-crashed",  # a CUDA kernel fault
     "nccl-210-no-ip-interface-socket-creation": "network-unreachable",  # Socket creation failed
     "coquistt-2238-slurm-job-exceeded-memory-limit": "out-of-memory",  # jobacct_gather's kill
+    # the fifth pass, from new tuning cases (SOURCES-corpus-f.md)
+    "rlvigen-17-dataloader-worker-killed-memory-growth": "out-of-memory",  # worker SIGKILLed
+    "pytorchbook-62-dataloader-worker-killed-memory-soaring": "out-of-memory",
+    "lightning-14986-bootstrap-rank-checked-in-twice": "missing-launcher",  # bootstrap root
+    "apex-99-env-world-size-not-set-no-launcher": "missing-launcher",  # env:// rendezvous
+    "hrnet-35-env-rank-not-set-missing-launch": "missing-launcher",
+    "hybrik-198-spawn-exception-process-sigkill": "rank-crashed",  # mp.spawn's report
 }
 
 
@@ -438,3 +445,279 @@ def test_a_cuda_kernel_fault_reported_by_the_watchdog_is_the_ranks_crash() -> No
     ):
         signature = scanner.classify(line)
         assert signature is not None and signature.cause == expected
+
+
+# --- the fifth pass: how evidence is read, each from a tuning case of the corpus ---
+
+
+def _log(case_id: str) -> Path:
+    path = CORPUS / case_id / "log.txt"
+    if not path.is_file():
+        pytest.skip(f"corpus case {case_id} not merged here")
+    return path
+
+
+def _line_with(case_id: str, words: str) -> str:
+    return next(line for line in _log(case_id).read_text().splitlines() if words in line)
+
+
+def test_nccls_older_cudacheck_wording_is_memory() -> None:
+    # NCCL < 2.19 prints CUDACHECK's WARN without the error number (nccl-1235, line 14)
+    line = _line_with("nccl-1235-cuda-calloc-oom-large-llm", "Cuda failure 'out of memory'")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "out-of-memory"
+
+
+def test_an_nccl_warn_is_shown_with_its_callers_warn() -> None:
+    # alloc.h's CUDACHECK WARN, then (two lines on, same thread) the caller's "Failed to CUDA
+    # calloc": one record, both shown as the evidence
+    findings = explain([str(_log("nccl-1235-cuda-calloc-oom-large-llm"))])
+    text = findings[0].evidence.text
+    assert findings[0].cause == "out-of-memory"
+    assert "Cuda failure 'out of memory'" in text
+    assert "Failed to CUDA calloc 6291456 bytes" in text
+
+
+@pytest.mark.parametrize(
+    ("case_id", "cause", "last_error"),
+    [
+        (
+            "verl-726-link-local-socket-connect-abort",
+            "network-unreachable",
+            "Last error: socketStartConnect: Connect to 169.254.0.1<40815> failed",
+        ),
+        (
+            "peft-1703-nccl-cuda-failure-out-of-memory",
+            "out-of-memory",
+            "Last error: Cuda failure 2 'out of memory'",
+        ),
+    ],
+)
+def test_torchs_nccl_exception_is_read_with_its_last_error(
+    case_id: str, cause: str, last_error: str
+) -> None:
+    # "DistBackendError: NCCL error in: …", "ncclXxxError: …", "Last error:", NCCL's last WARN:
+    # one message; its first line is the evidence, shown with what NCCL's WARN said
+    scanner = Scanner()
+    head = next(hit for hit in scanner.scan(_log(case_id)) if "DistBackendError" in hit.text)
+    assert head.signature.cause == cause
+    assert last_error in head.text
+
+
+def test_faulthandlers_abort_is_the_consequence_of_the_device_assert_before_it() -> None:
+    case = "litllama-306-device-assert-vocab-fatal-abort"
+    signature = Scanner().classify(_line_with(case, "Fatal Python error: Aborted"))
+    assert signature is not None and signature.tier is Tier.CONSEQUENCE
+    findings = explain([str(_log(case))])
+    assert findings[0].cause == "rank-crashed"
+    assert "Assertion `srcIndex < srcSelectDimSize` failed." in findings[0].evidence.text
+
+
+def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
+    tmp_path: Path,
+) -> None:
+    # ChildFailedError's layout (elastic/multiprocessing/errors): "Failures:" first, then the
+    # "Root Cause (first observed failure):" entry; both in one second here (the entries as
+    # cppo-6's log prints them, a second one added)
+    def entry(index: int, rank: int, pid: int) -> list[str]:
+        return [
+            f"[{index}]:",
+            "  time      : 2025-05-21_15:43:03",
+            "  host      : worker-0",
+            f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : 1 (pid: {pid})",
+            "  error_file: <N/A>",
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/"
+            "errors.html",
+        ]
+
+    summary = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "=" * 60,
+        "train.py FAILED",
+        "-" * 60,
+        "Failures:",
+        *entry(1, 1, 14751),
+        "-" * 60,
+        "Root Cause (first observed failure):",
+        *entry(0, 0, 14750),
+        "=" * 60,
+    ]
+    findings = explain([write(tmp_path / "agent.log", *summary)])
+    assert findings[0].evidence.text.strip() == "exitcode  : 1 (pid: 14750)"
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        # no tuning case holds these yet: each is its source's format string, filled in
+        # the kernel's OOM killer before Linux 4.19 (mm/oom_kill.c), and for a memory cgroup
+        ("Out of memory: Kill process 4541 (python) score 912 or sacrifice child", "out-of-memory"),
+        (
+            "Memory cgroup out of memory: Kill process 4541 (python) score 990 or sacrifice child",
+            "out-of-memory",
+        ),
+        # NCCL (src/init.cc, bootstrap): ranks on different NCCL builds
+        (
+            "node2:811:811 [0] NCCL WARN Mismatched NCCL version detected : rank 0 version 21803 "
+            "rank 8 version 21903",
+            "version-mismatch",
+        ),
+        # NCCL >= 2.26's wording of a duplicate GPU (src/init.cc)
+        (
+            "node1:3120:3120 [1] NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+            "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
+            "duplicate-gpu",
+        ),
+        # torch <= 1.10's TCPStore client giving up, and torchelastic's wrapper of a store error
+        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "connection-refused"),
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+            "to the C10d store has failed. See inner exception for details.",
+            "connection-refused",
+        ),
+        # the kubelet's eviction manager evicting a pod
+        (
+            "The node was low on resource: memory. Threshold quantity: 100Mi, available: 88Mi.",
+            "out-of-memory",
+        ),
+        ("The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi", "disk-full"),
+        # nccl-tests (src/common.h NCCLCHECK)
+        (
+            " Test NCCL failure all_reduce.cu:44 'unhandled system error (run with NCCL_DEBUG=INFO "
+            "for details) / '",
+            "network-unreachable",
+        ),
+        # torch's CUDA init and its extension builder
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 10010).",
+            "version-mismatch",
+        ),
+        (
+            "RuntimeError: The detected CUDA version (11.8) mismatches the version that was used "
+            "to compile PyTorch (12.1). Please make sure to use the same CUDA versions.",
+            "version-mismatch",
+        ),
+        # mpirun's report of a rank's signal (Open MPI / PRRTE help text)
+        (
+            "mpirun noticed that process rank 3 with PID 1234 on node n2 exited on signal 9 "
+            "(Killed).",
+            "rank-crashed",
+        ),
+        # torch.multiprocessing.spawn's report of a non-zero exit (a launcher's report)
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit "
+            "code 1",
+            "rank-crashed",
+        ),
+        # Open MPI's mpirun after a rank's non-zero exit (help-errmgr-base.txt)
+        (
+            "Primary job  terminated normally, but 1 process returned a non-zero exit code. Per "
+            "user-direction, the job has been aborted.",
+            "rank-crashed",
+        ),
+        # torch < 1.6's wording of ncclSystemError (ProcessGroupNCCL)
+        ("RuntimeError: NCCL Error 2: unhandled system error", "network-unreachable"),
+        # CUDACHECK inside NCCL meeting the rank's own kernel fault
+        (
+            "node1:3120:3200 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'an illegal memory access "
+            "was encountered'",
+            "rank-crashed",
+        ),
+        # torch's DataLoader on a worker's SIGSEGV (torch/utils/data/_utils/signal_handling)
+        ("ERROR: Unexpected segmentation fault encountered in worker.", "rank-crashed"),
+        # NCCL's socket transport (transport/net_socket.cc) and name lookups (misc/socket.cc)
+        ("node1:3120:3200 [0] NCCL WARN NET/Socket : no interface found", "network-unreachable"),
+        (
+            "node1:3120:3200 [0] NCCL WARN Net : error encountered when getting address info : "
+            "Name or service not known",
+            "connection-refused",
+        ),
+    ],
+)
+def test_messages_read_from_their_sources(line: str, cause: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == cause
+
+
+def test_deepspeeds_launcher_report_is_a_failure() -> None:
+    # launch.py's sigkill_handler: "[ERROR] [launch.py:434:sigkill_handler] [cmd…] exits with
+    # return code = -9" (deepspeed-3232): a launcher's report of a rank that died, not "unknown"
+    line = _line_with("deepspeed-3232-launcher-exits-return-code-9", "exits with return code")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "rank-crashed" and signature.run_failed
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # rdma-core (libibverbs/dynamic_driver.c) on a node without that vendor's NIC
+        "libibverbs: Warning: couldn't load driver 'libmlx4-rdmav34.so': libmlx4-rdmav34.so: "
+        "cannot open shared object file: No such file or directory",
+        # c10d's client trying the master's IPv6 address first (socket.cpp), then the next one
+        "[W socket.cpp:697] [c10d] The client socket has failed to connect to [localhost]:29500 "
+        "(errno: 99 - Cannot assign requested address).",
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+        "(errno: 22 - Invalid argument).",
+        # Python's warnings module ("file:line: Category: message"), with error words in it
+        "/opt/conda/lib/python3.10/site-packages/torch/cuda/__init__.py:173: UserWarning: Error "
+        "detecting the CUDA device capability",
+        # wandb's system monitor; glibc's loader skipping an LD_PRELOAD library; git in a copy
+        "wandb: ERROR Failed to sample metric: Not Supported",
+        "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded "
+        "(cannot open shared object file): ignored.",
+        "fatal: not a git repository (or any of the parent directories): .git",
+        # Slurm's survivable error lines (jobacct_gather, srun without a tty, TMPDIR, x11)
+        "slurmstepd: error: _is_a_lwp: open() /proc/24097/status failed: No such file or directory",
+        "srun: error: ioctl(TIOCGWINSZ): Inappropriate ioctl for device",
+        "slurmstepd: error: Unable to create TMPDIR [/tmp/user/1234]: Permission denied",
+        "srun: error: spank: x11.so: Plugin x11 failed to initialize.",
+        "Error in atexit._run_exitfuncs:",
+    ],
+)
+def test_noise_of_healthy_runs_is_a_warning(line: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING
+
+
+def test_pythons_warnings_in_a_corpus_log_are_warnings() -> None:
+    # knet-30's multiprocessing warning at exit ("…semaphore_tracker.py:144: UserWarning: …")
+    line = _line_with("knet-30-slurm-cgroup-oom-kill-4-tasks", "UserWarning:")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING
+
+
+def test_nccl_info_lines_are_never_a_failure() -> None:
+    # NCCL's bootstrap retry (misc/socket.cc) at INFO level: "retrying", not a failure
+    line = "node1:3120:3200 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    assert Scanner().classify(line) is None
+
+
+def test_a_c10d_connect_warning_that_retries_is_weak() -> None:
+    # llamafactory-3715: warning-level, errno 110 (the address never answered): a retry, weak
+    line = _line_with("llamafactory-3715-placeholder-master-addr", "failed to connect")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "connection-refused"
+    assert signature.tier is Tier.WEAK
+
+
+def test_an_exception_in_an_exit_handler_is_no_failure(tmp_path: Path) -> None:
+    # CPython's atexit module prints the handler's traceback under this header and exits
+    log = write(
+        tmp_path / "exit.log",
+        "epoch 3 loss 0.1",
+        "Error in atexit._run_exitfuncs:",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/wandb/sdk/wandb_run.py", line 2291, '
+        "in _atexit_cleanup",
+        "    self._on_finish()",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+    )
+    assert explain([log]) == []
+
+
+def test_libibverbs_missing_provider_in_a_corpus_log_is_a_warning() -> None:
+    # nccl-1044: rdma-core's warning for a provider library the node has no NIC for
+    line = _line_with("nccl-1044-healthy-libibverbs-driver-warning", "libibverbs: Warning")
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.tier is Tier.WARNING

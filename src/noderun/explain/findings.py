@@ -44,7 +44,7 @@ class Finding:
         }
 
 
-Key = tuple[int, int, float, int, float, int, int]
+Key = tuple[int, int, float, int, int, float, int, int]
 # a warning-level record ([W socket.cpp:…], glog W…, NCCL WARN): an error-level line of the
 # same cause in the same second is the better evidence (c10d retries, then gives up with [E])
 _WARN_LEVEL = re.compile(r"(^|[\s\]|:])\[?W(\d{4} | )|\bNCCL WARN\b|\bWARNING\b")
@@ -76,7 +76,7 @@ class Ranker:
     def add_file(self, path: Path, hits: Iterable[Hit]) -> None:
         """All hits of one file, in line order; O(causes) memory however many hits."""
         # earliest per cause, tier and refuting sign
-        first: dict[tuple[str, Tier, str, bool, bool], tuple[Hit, float | None]] = {}
+        first: dict[tuple[str, Tier, str, bool, bool, bool], tuple[Hit, float | None]] = {}
         last_stamp: float | None = None
         first_stamp: float | None = None
         errors_before = False  # an error-level line came earlier in this file
@@ -96,11 +96,18 @@ class Ranker:
                 first_stamp = hit.time if first_stamp is None else first_stamp
             level = bool(_WARN_LEVEL.search(hit.text))
             first.setdefault(
-                (signature.cause, signature.tier, signature.refuted_by, signature.generic, level),
+                (
+                    signature.cause,
+                    signature.tier,
+                    signature.refuted_by,
+                    signature.generic,
+                    level,
+                    hit.secondary,
+                ),
                 (hit, last_stamp),
             )
         index = self.file_order.get(path, len(self.file_order))
-        for (*_, generic, level), (hit, stamp) in first.items():
+        for (*_, generic, level, _secondary), (hit, stamp) in first.items():
             when = next(
                 (t for t in (stamp, self.time_hints.get(path), first_stamp) if t is not None), None
             )
@@ -109,6 +116,8 @@ class Ranker:
                 int(hit.signature.run_failed),  # a launcher's report after a rank's own words
                 math.inf if when is None else math.floor(when),
                 int(generic) * 2 + int(level),  # in one second: what says why, at error level
+                # then torchelastic's root-cause entry before the other failures it lists
+                int(hit.secondary),
                 math.inf if when is None else when,
                 index,
                 hit.line,

@@ -62,7 +62,27 @@ _NCCL_NO_PLUGIN = re.compile(
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
 # (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
 _INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
+# the last line of a Python traceback: the exception's type and message
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)")
+# NCCL (include/debug.h) reports failures at WARN level; its INFO lines are progress, retries
+# ("Call to connect returned Connection refused, retrying") and teardown: never a failure
+_NCCL_INFO = re.compile(r"\bNCCL INFO\b")
 _GLOG = re.compile(rb"\b[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{1,6})")
+# torch's exception for a NCCL result code (c10d NCCLUtils: "NCCL error in: …, <what the code
+# means>, NCCL version …") goes on over lines: "ncclXxxError: <ncclGetErrorString>", then
+# "Last error:" and, on the same or the next line, NCCL's last WARN text (ncclGetLastError):
+# that text says why, so it is read (and shown) with the line that starts the message
+_NCCL_MESSAGE = re.compile(r"NCCL error\b|^nccl[A-Z]\w*Error\b")
+_NCCL_MESSAGE_GOES_ON = re.compile(r"^(nccl[A-Z]\w*Error\b|Last error:)")
+# NCCL's WARN lines carry their thread ("host:pid:tid [dev] file:line NCCL WARN …"); a failed
+# CUDA or system call's WARN (CUDACHECK's "Cuda failure '…'", SYSCHECK's) is followed by the WARN
+# of its caller that says what it was doing ("Failed to CUDA calloc N bytes"): one record
+_NCCL_WARN_THREAD = re.compile(r"(\S+:\d+:\d+) \[\d+\] \S*\s*NCCL WARN ")
+_NCCL_WARN_GAP = 3  # lines looked at past a WARN for its caller's (blank and INFO lines)
+# torchelastic's ChildFailedError lists the other failures ("Failures:") before the one it
+# takes for the root cause ("Root Cause (first observed failure):"): an entry of the former
+# yields to one of the latter within the same second (findings.Ranker)
+_SECTIONS_BACK = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +94,8 @@ class Hit:
     text: str
     signature: Signature
     time: float | None
+    # an entry of torchelastic's "Failures:" section (not its "Root Cause" one)
+    secondary: bool = False
 
 
 def prefixed(pattern: str) -> str:
@@ -122,6 +144,58 @@ def continuation(buf: bytes, stop: int, end: int, first: str) -> str:
         parts.append(following.strip())
         line, stop = following, nxt
     return " ".join(parts)
+
+
+def nccl_message(buf: bytes, stop: int, end: int, first: str) -> str:
+    """The lines after ``first`` that go on with torch's exception for a NCCL result code
+    (``ncclXxxError: …``, ``Last error:`` and NCCL's last WARN text), joined with spaces."""
+    if not _NCCL_MESSAGE.search(strip_prefix(first).strip()):
+        return ""
+    parts: list[str] = []
+    detail = False  # "Last error:" stood alone: its text is the next line
+    while stop < end and len(parts) < 4:
+        nxt = buf.find(b"\n", stop + 1, end)
+        nxt = end if nxt < 0 else nxt
+        line = strip_prefix(buf[stop + 1 : nxt].decode("utf-8", "replace")).strip()
+        stop = nxt
+        if detail:
+            if line:
+                parts.append(line)
+            break
+        if not _NCCL_MESSAGE_GOES_ON.match(line):
+            break
+        parts.append(line)
+        if line.startswith("Last error:"):
+            if line.rstrip() != "Last error:":
+                break
+            detail = True
+    return " ".join(parts)
+
+
+def nccl_caller(buf: bytes, stop: int, end: int, first: str) -> str:
+    """The WARN of the same NCCL thread that follows a WARN (within a few blank or INFO
+    lines): the caller saying what the failed call was for."""
+    thread = _NCCL_WARN_THREAD.search(first)
+    if thread is None:
+        return ""
+    for _ in range(_NCCL_WARN_GAP):
+        if stop >= end:
+            return ""
+        nxt = buf.find(b"\n", stop + 1, end)
+        nxt = end if nxt < 0 else nxt
+        line = _ANSI.sub("", buf[stop + 1 : nxt].decode("utf-8", "replace")).strip()
+        stop = nxt
+        if not line or (thread.group(1) in line and "NCCL INFO" in line):
+            continue
+        after = _NCCL_WARN_THREAD.search(line)
+        return line if after is not None and after.group(1) == thread.group(1) else ""
+    return ""
+
+
+def _secondary(buf: bytes, start: int) -> bool:
+    """The line at ``start`` is inside torchelastic's "Failures:" section."""
+    window = buf[max(0, start - _SECTIONS_BACK) : start]
+    return window.rfind(b"Failures:") > window.rfind(b"Root Cause (first observed failure)")
 
 
 def combined_pattern(table: Sequence[Signature]) -> str:
@@ -196,12 +270,13 @@ def _make(year: int, *parts: bytes | None) -> datetime.datetime | None:
 def _ignored(buf: bytes, start: int) -> bool:
     """The exception line at ``start`` ends a traceback that Python printed under "Exception
     ignored in: …" (an exception in __del__ or at interpreter exit, which does not stop the
-    process): the traceback's lines are indented or "Traceback …"; look back over them only."""
+    process) or "Error in atexit._run_exitfuncs:" (an exit handler that raised): the
+    traceback's lines are indented or "Traceback …"; look back over them only."""
     window = buf[max(0, start - LOOKBACK) : start].splitlines()
     for line in reversed(window):
         raw = strip_prefix(line.decode("utf-8", "replace"))
         text = raw.strip()
-        if text.startswith("Exception ignored in"):
+        if text.startswith(("Exception ignored in", "Error in atexit._run_exitfuncs")):
             return True
         if not (raw[:1].isspace() or text.startswith("Traceback (most recent call last)")):
             return False
@@ -227,6 +302,8 @@ class Scanner:
             if pattern.search(text):
                 if signature.tier is Tier.LAST_RESORT and _INFO_LEVEL.search(text):
                     return None
+                if signature.tier is not Tier.SIGN and _NCCL_INFO.search(text):
+                    return None  # NCCL says what failed with WARN; INFO is progress and retries
                 return signature
         return None
 
@@ -280,16 +357,26 @@ class Scanner:
             raw = buf[start:stop]
             text = raw.decode("utf-8", "replace").rstrip("\r")
             signature = self.classify(text)
-            if signature is not None and signature.generic and _ignored(buf, start):
+            message = nccl_message(buf, stop, end, text) if signature is not None else ""
+            if message:  # what NCCL's last WARN says decides the cause
+                signature = self.classify(f"{text} {message}") or signature
+            if (
+                signature is not None
+                and (signature.generic or _EXCEPTION_LINE.match(strip_prefix(text)))
+                and _ignored(buf, start)
+            ):
                 signature = None  # an exception Python reported and ignored (at exit, in __del__)
             if signature is not None:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year
                 )
                 shown = evidence_text(text, signature.pattern)
-                if more := continuation(buf, stop, end, text):
+                more = message or continuation(buf, stop, end, text)
+                more = more or nccl_caller(buf, stop, end, text)
+                if more:
                     shown = f"{shown} {more}"[: 2 * EVIDENCE_CHARS]
-                yield Hit(path, line_no, shown, signature, stamp)
+                secondary = signature.run_failed and _secondary(buf, start)
+                yield Hit(path, line_no, shown, signature, stamp, secondary)
             if stop >= end:
                 return
             match = self.finder.search(buf, stop + 1, end)

@@ -156,6 +156,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "create the directory on every node (or submit from a shared one) if the job needs it",
         Tier.WARNING,
     ),
+    # Slurm's error-level lines that a running job survives: jobacct_gather reading a process
+    # that just ended (_is_a_lwp, "usually harmless" in HPC centres' docs), srun without a tty
+    # (ioctl TIOCGWINSZ, --pty), slurmstepd falling back from a TMPDIR it cannot create, the
+    # x11 spank plugin on a node without X
+    Signature(
+        "warning",
+        r"error: _is_a_lwp: open\(\) /proc/\d+/status failed|"
+        r"srun: error: ioctl\(TIOCGWINSZ\)|Not using a pseudo-terminal, disregarding --pty|"
+        r"slurmstepd: error: (Unable to create TMPDIR|Setting TMPDIR to)|"
+        r"spank: x11\.so: Plugin x11 failed to initialize",
+        "Slurm logged an error that the job survives (accounting, tty, TMPDIR, x11 noise)",
+        "nothing to do if the job ran",
+        Tier.WARNING,
+    ),
+    # Python (Modules/atexitmodule.c) reports an atexit callback that raised and exits anyway
+    Signature(
+        "warning",
+        r"^Error in atexit\._run_exitfuncs:",
+        "an exit handler raised while the process ended (it still exited as it would have)",
+        "nothing to do for the run; the traceback below names the handler",
+        Tier.WARNING,
+    ),
     # PMIx's shared-memory store (src/mca/gds/ds12/gds_ds12_lock_pthread.c) logs its lock's
     # init/finalize failing with PMIX_ERROR_LOG; srun --mpi=pmix and mpirun jobs run on
     # (openpmix#1716, open-mpi/ompi#7516)
@@ -164,6 +186,38 @@ SIGNATURES: tuple[Signature, ...] = (
         r"PMIX ERROR: ERROR in file \S*gds_ds12_lock_pthread\.c at line \d+",
         "PMIx could not set up or tear down its shared-memory store lock (harmless noise)",
         "nothing to do if the job ran; a newer PMIx/Open MPI no longer prints it",
+        Tier.WARNING,
+    ),
+    # rdma-core (libibverbs/dynamic_driver.c) on every node without some vendor's NIC: it tries
+    # each provider it knows and says so for the missing ones; the job runs on
+    Signature(
+        "warning",
+        r"libibverbs: Warning: couldn't load driver",
+        "libibverbs could not load a NIC provider library this node has no NIC for (harmless)",
+        "nothing to do; install only the rdma-core providers the nodes' NICs need to silence it",
+        Tier.WARNING,
+    ),
+    # c10d's store client (socket.cpp) tries every address of the master in turn and warns for
+    # each it cannot use: an IPv6 or other-family address this host cannot reach fails at
+    # once with EINVAL, EAFNOSUPPORT or EADDRNOTAVAIL, and the next address connects
+    Signature(
+        "warning",
+        r"\[W.*client socket has failed to connect to .*\(errno: (22|97|99) - ",
+        "c10d tried an address of the master this host cannot use (IPv6) and went on to the next",
+        "nothing to do when the run went on; set MASTER_ADDR to an IPv4 address to silence it",
+        Tier.WARNING,
+    ),
+    # Python's warnings ("file.py:N: UserWarning: …"), wandb's own errors (its system monitor,
+    # uploads: a failure of wandb that ends a run raises in the rank's traceback), glibc's
+    # dynamic loader skipping an LD_PRELOAD library, git run outside a repository: none stops
+    # the process that prints them
+    Signature(
+        "warning",
+        r"(^|\.py:\d+: )[A-Z]\w*Warning: |^wandb: ERROR |"
+        r"^ERROR: ld\.so: object .* cannot be preloaded .*: ignored|"
+        r"^fatal: not a git repository",
+        "a library or tool warned and went on",
+        "nothing to do if the run went on",
         Tier.WARNING,
     ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
@@ -187,6 +241,17 @@ SIGNATURES: tuple[Signature, ...] = (
         Tier.WEAK,
         refuted_by="registered",
     ),
+    # torch's env:// rendezvous (distributed/rendezvous.py _env_error) reads RANK, WORLD_SIZE,
+    # MASTER_ADDR, MASTER_PORT that a launcher (torchrun, srun via a wrapper) sets: a script
+    # started with python alone has none of them
+    Signature(
+        "missing-launcher",
+        r"env:// rendezvous: environment variable \w+ expected, but not set",
+        "the script was started without a launcher: torch's env:// rendezvous found no "
+        "RANK/WORLD_SIZE/MASTER_ADDR in the environment",
+        "start it with a launcher that sets them (torchrun / python -m torch.distributed.run, "
+        "srun with `noderun run`), not with python alone",
+    ),
     # Lightning's SLURM environment: several nodes asked for, but the processes not started by srun
     Signature(
         "missing-launcher",
@@ -195,6 +260,16 @@ SIGNATURES: tuple[Signature, ...] = (
         _SRUN_FIX,
         Tier.WEAK,
         refuted_by="registered",
+    ),
+    # NCCL's bootstrap root (src/bootstrap.cc) got the same rank from two processes: ranks were
+    # numbered twice (a launcher started once per task, or one node rank on two nodes)
+    Signature(
+        "missing-launcher",
+        r"Bootstrap Root : rank \d+ of \d+ ranks has already checked in",
+        "two processes joined NCCL with the same rank: ranks were numbered twice",
+        "start one process per rank with distinct ranks: srun with --ntasks-per-node = processes "
+        "per node (or one torchrun per node, --ntasks-per-node=1), and a distinct node rank per "
+        "node",
     ),
     Signature(
         "device-ordinal",
@@ -206,7 +281,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # NCCL init (src/init.cc): two ranks of one communicator on the same device
     Signature(
         "duplicate-gpu",
-        r"Duplicate GPU detected",
+        # (NCCL >= 2.26 words it "Multiple Ranks are using the same GPU/Partition")
+        r"Duplicate GPU detected|Multiple Ranks are using the same GPU",
         "two ranks on one node selected the same GPU; NCCL refuses (invalid usage)",
         "set each rank's device from LOCAL_RANK (torch.cuda.set_device(local_rank)); check that "
         "CUDA_VISIBLE_DEVICES does not hide the other GPUs from the ranks, and that srun starts "
@@ -256,17 +332,35 @@ SIGNATURES: tuple[Signature, ...] = (
         "out-of-memory",
         r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|\bMemoryError\b|"
         r"Cannot allocate memory|"
-        r"std::bad_alloc|[Oo]ut of memory: Killed process|oom[-_]kill|OOM[ -]?[Kk]illed|"
+        r"std::bad_alloc|oom[-_]kill|OOM[ -]?[Kk]illed|"
+        # the kernel's OOM killer (mm/oom_kill.c): "Out of memory: Killed process N (comm)", before
+        # Linux 4.19 "Out of memory: Kill process N (comm) score M or sacrifice child", and the
+        # same for a memory cgroup ("Memory cgroup out of memory: Kill process …")
+        r"[Oo]ut of memory: Kill(ed)? process|"
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
-        r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure \d+ 'out of memory'|"
+        # (CUDACHECK's WARN is "Cuda failure N '…'", before NCCL 2.19 "Cuda failure '…'")
+        r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure (\d+ )?'out of memory'|"
         r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
         r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
         # slurmstepd's accounting (jobacct_gather) killing a job or step over its --mem
-        r"\b(Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed",
+        r"\b(Job|Step) \S+ exceeded memory limit \(\d+ > \d+\), being killed|"
+        # the kubelet evicting a pod (eviction manager: "The node was low on resource: …")
+        r"The node was low on resource: memory",
         "memory exhausted",
         _OOM_FIX,
+    ),
+    # torch's DataLoader (csrc/DataLoader.cpp) names the signal a worker died of; a worker
+    # SIGKILLed ("Killed") is, but for a person's kill -9, the kernel's OOM killer: workers are
+    # forked copies whose memory grows with the data they hold (SIGBUS is /dev/shm, below)
+    Signature(
+        "out-of-memory",
+        r"DataLoader worker \(pid\(?s?\)? ?[\d, ]+\) is killed by signal: Killed",
+        "a DataLoader worker was killed (SIGKILL): host memory ran out and the kernel's OOM killer "
+        "took it",
+        "use fewer DataLoader workers (num_workers) or a smaller prefetch_factor, hold less data "
+        "in the Dataset object, or ask for more host memory (--mem); dmesg names the OOM kill",
     ),
     # a CUDA kernel of the rank's own faulted (CUDA's cudaErrorIllegalAddress, a device-side
     # assert (ATen's CUDA_KERNEL_ASSERT), a misaligned address, a launch failure): the
@@ -275,7 +369,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"CUDA error: (an illegal memory access was encountered|device-side assert triggered|"
         r"misaligned address|unspecified launch failure|an illegal instruction was encountered)|"
-        r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress",
+        r"CUDA_ERROR_ILLEGAL_ADDRESS|cudaErrorIllegalAddress|"
+        # the same errors met by a CUDA call inside NCCL (CUDACHECK: "Cuda failure [N] '…'")
+        r"Cuda failure (\d+ )?'(an illegal memory access was encountered|device-side assert "
+        r"triggered|misaligned address|unspecified launch failure)'|"
+        # the device-side assert itself, as CUDA's __assert_fail prints it in the kernel
+        # ("file.cu:L: kernel: block: [x,y,z], thread: [x,y,z] Assertion `cond` failed.")
+        r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion .* failed",
         "a CUDA kernel of a rank faulted (illegal memory access, a device-side assert): a bug in "
         "that kernel or its inputs (an index out of range)",
         "rerun that rank with CUDA_LAUNCH_BLOCKING=1 to see the kernel that faulted; check the "
@@ -293,6 +393,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"[Nn]o route to host|[Nn]etwork is unreachable|EHOSTUNREACH|ENETUNREACH|"
         r"Unable to find address for|no socket interface found|"
         r"Bootstrap : no socket interface|NCCL WARN.*[Cc]onnect.*failed|"
+        # NCCL's socket transport (transport/net_socket.cc) with no interface to use
+        r"NET/Socket : (no interface found|No usable listening interface found)|"
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
         r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
@@ -340,7 +442,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # /dev/shm signatures, which claim the same words for shared memory
     Signature(
         "disk-full",
-        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b",
+        r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b|"
+        r"The node was low on resource: ephemeral-storage",  # the kubelet evicting a pod
         "a write failed: the filesystem is full or the user's quota is used up",
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
@@ -349,14 +452,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
         r"[Nn]odename nor servname|getaddrinfo.*failed|failed to resolve|"
-        r"Name does not resolve",  # musl's (Alpine, busybox) EAI_NONAME
+        r"Name does not resolve|"  # musl's (Alpine, busybox) EAI_NONAME
+        # NCCL (misc/socket.cc) resolving NCCL_COMM_ID or a peer's name with getaddrinfo
+        r"Net : error encountered when getting address info",
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
     # torch retries connecting while the master starts: benign unless nothing else is found
+    # (c10d's warning-level "[W …socket.cpp…] The client socket has failed to connect to …")
     Signature(
         "connection-refused",
-        r"\[W.*socket\.cpp.*[Cc]onnection refused",
+        r"\[W.*socket\.cpp.*([Cc]onnection refused|client socket has failed to connect)",
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
@@ -372,9 +478,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "connection-refused",
         r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect|"
         # c10d (socket.cpp): the store client retried until its timeout: nobody listened in time
-        r"client socket has timed out after \S+ while trying to connect",
+        # (torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms.")
+        r"client socket has timed out after \S+ while trying to connect|"
+        r"connect\(\) timed out\. Original timeout was",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
+    ),
+    # torchelastic's c10d rendezvous backend (c10d_rendezvous_backend.py) wraps the store's own
+    # error ("See inner exception for details."): that error, when printed, says why
+    Signature(
+        "connection-refused",
+        r"RendezvousConnectionError: The connection to the C10d store has failed",
+        "the node could not reach the rendezvous store (--rdzv-endpoint): nobody listened there, "
+        "or it was unreachable",
+        "check that --rdzv-endpoint names a host:port of the first node that every node reaches, "
+        "that the first node started, and that no other job holds that port",
+        Tier.WEAK,
     ),
     # the verdict line of a stall report (RUN_DIR/stall-<time>.txt, noderun's console)
     Signature(
@@ -509,6 +628,10 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "version-mismatch",
         r"[Vv]ersion mismatch|[Mm]ismatch(ed)? versions?|versions? differ|"
+        # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc); torch's CUDA init
+        # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
+        r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
+        r"mismatches the version that was used to compile PyTorch|"
         r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
@@ -542,7 +665,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "network-unreachable",
-        r"NCCL error.*unhandled system error|ncclSystemError",
+        # (torch < 1.6 words it "NCCL Error 2: unhandled system error", nccl-tests "Test NCCL
+        # failure file.cu:N 'unhandled system error …'")
+        r"NCCL ([Ee]rror|failure).*unhandled system error|ncclSystemError",
         "NCCL reported a system error: a socket or InfiniBand call failed between the nodes",
         _IFACE_FIX + "; NCCL_DEBUG=INFO names the failing call",
         Tier.WEAK,
@@ -572,6 +697,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
+        # deepspeed's launcher (launcher/launch.py sigkill_handler), torch.multiprocessing.spawn
+        r"\] exits with return code = -?\d+|process \d+ terminated with exit code -?\d+|"
         r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation|Aborted)",
         "the launcher reports that a rank failed",
         _CRASH_FIX,
@@ -582,7 +709,12 @@ SIGNATURES: tuple[Signature, ...] = (
     # SIGTERM, which the agent sends the others to stop them
     Signature(
         "rank-crashed",
-        r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received",
+        r"[Ss]ignal (9|11|6|7|8|4) \(SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\) received|"
+        # torch.multiprocessing.spawn's report (ProcessExitedException, before torch 1.5 a bare
+        # Exception) of a process that died of a signal, and mpirun's (Open MPI, PRRTE help text
+        # "proc-aborted-strsignal")
+        r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b|"
+        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
@@ -645,7 +777,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"ChildFailedError|Root Cause \(first observed failure\)|Signal \d+ \(SIG\w+\) received|"
         r"\*\*\* STEP .* CANCELLED|died with <Signals|SignalException: Process \d+ got signal|"
-        r"srun: error: .*task",
+        r"srun: error: .*task|"
+        # Open MPI's mpirun after a rank exited non-zero (help-errmgr-base.txt)
+        r"process returned\s+a non-zero exit code|noticed that process rank \d+ .*exited on signal|"
+        r"one or more processes exited with non-zero status, thus causing",
         "the launcher stopped the other ranks after a failure",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
@@ -653,16 +788,20 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # the shell's report of SIGABRT: a C++ exception nobody caught ("terminate called after
     # throwing …", whose what() line says why) or an abort(); that line is the evidence
+    # Python's faulthandler names the fatal signal it caught ("Fatal Python error: Aborted" for
+    # SIGABRT, then the threads' stacks): an abort says only that the process gave up, after
+    # what it printed before (an uncaught C++ exception's what(), an abort())
     Signature(
         "rank-crashed",
-        r"Aborted \(core dumped\)",
+        r"Aborted \(core dumped\)|Fatal Python error: Aborted",
         "a process aborted (SIGABRT), after the error printed before it",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
     Signature(
         "rank-crashed",
-        r"Segmentation fault|[Cc]ore dumped|Fatal Python error",
+        # (torch's DataLoader: "Unexpected segmentation fault encountered in worker.")
+        r"[Ss]egmentation fault|[Cc]ore dumped|Fatal Python error",
         "a rank died from a signal",
         "run that rank alone to reproduce; check native extensions and memory",
     ),
