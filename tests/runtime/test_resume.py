@@ -25,7 +25,7 @@ from noderun import checkpoint
 from noderun.errors import UsageError
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.topology.contract import RankContract
-from tests.conftest import ROOT, noderun, start_noderun
+from tests.conftest import ROOT, noderun, start_noderun, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -184,14 +184,17 @@ def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
         argv,
         NODERUN_DEBUG_CHECKPOINT_PAUSE="epoch-0002:4",  # both attempts pause there; one is hit
         NODERUN_CHECKPOINT_MIN_SEC="0",
+        # rank 1 holds at epoch 3's 5th step (27 steps per epoch) until it is killed there: on a
+        # loaded machine a kill sent "soon after epoch-0002 is written" landed after training ended
+        NODERUN_DEBUG_WAIT_FOR_SIGNAL="1:59",
     )
     try:
         victim = rank_process(restarted, 1)
         writing = restarted / "checkpoints" / "epoch-0002"
-        deadline = time.monotonic() + 120
-        while not (writing / "state.pt").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert (writing / "state.pt").exists(), "epoch-0002 was never written"
+        held = restarted / "logs" / "rank1.waiting-for-signal"
+        assert wait_until(lambda: (writing / "state.pt").exists() and held.exists(), 120), (
+            "epoch-0002 was never written or rank 1 never reached epoch 3"
+        )
         os.kill(victim.pid, signal.SIGKILL)
         output, _ = proc.communicate(timeout=180)
     finally:
