@@ -151,3 +151,14 @@ def test_a_slurm_step_tells_its_nodes_logs_and_job(
                                    *(logs / name for name in own)]  # fmt: skip
     assert backend.srun_job() == job and backend.roots() == []
     backend.cancel()  # before start: nothing to stop yet
+
+
+def test_a_direct_torchrun_step_keeps_the_python_and_agent_options(tmp_path: Path) -> None:
+    """One node in torchrun mode runs torchrun here, without srun: the user's ``--python`` and
+    torchrun agent options reach that agent as they reach srun's (they were dropped once)."""
+    step = StepPlan(mode=LaunchMode.TORCHRUN, nnodes=1, nproc_per_node=2, run_dir=tmp_path,
+                    script="t.py", python="/opt/py/bin/python3",
+                    agent_flags=("--monitor-interval", "0.5"), direct=True)  # fmt: skip
+    argv = StepBackend(step, "77", []).direct_gang().agent_argv(0)
+    assert argv[0] == "/opt/py/bin/python3"
+    assert argv[argv.index("--monitor-interval") + 1] == "0.5"

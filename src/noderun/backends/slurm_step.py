@@ -385,19 +385,26 @@ class StepBackend:
         if not self.direct:
             self.gang = self.supervisor()
         else:
-            gang = Gang(
-                nnodes=1,
-                nproc_per_node=step.nproc_per_node,
-                master_addr="127.0.0.1",
-                master_port=require_free_port(self.master_port),
-                run_dir=step.run_dir,
-                script=step.script,
-                script_args=step.script_args,
-                run_id=step.run_id or self.job_id,
-                entry=step.entry,
-            )
-            self.gang = LocalSupervisor(plan_local(gang, dict(step.env)), show=self.show)
+            plan = plan_local(self.direct_gang(), dict(step.env))
+            self.gang = LocalSupervisor(plan, show=self.show)
         self.gang.start(on_output)
+
+    def direct_gang(self) -> Gang:
+        """The one node's torchrun of a direct run: the step's python and agent options too."""
+        step = self.step
+        return Gang(
+            nnodes=1,
+            nproc_per_node=step.nproc_per_node,
+            master_addr="127.0.0.1",
+            master_port=require_free_port(self.master_port),
+            run_dir=step.run_dir,
+            script=step.script,
+            script_args=step.script_args,
+            run_id=step.run_id or self.job_id,
+            python=step.python,
+            entry=step.entry,
+            agent_flags=step.agent_flags,
+        )
 
     def supervisor(self) -> StepSupervisor:
         return StepSupervisor(self.step, show=self.show)
