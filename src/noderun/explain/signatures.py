@@ -347,8 +347,17 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-unavailable",
         r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice|"
-        r"CUDA_ERROR_NO_DEVICE|(all )?CUDA-capable devices? (\(s\) )?(is/are|are|is) busy or "
-        r"unavailable|cudaErrorDevicesUnavailable",
+        r"CUDA_ERROR_NO_DEVICE|CUDA-capable device(s|\(s\))? (is/are|are|is) busy or "
+        r"unavailable|cudaErrorDevicesUnavailable|"
+        # nvidia-smi (NVML_ERROR_DRIVER_NOT_LOADED, or no device in the job's cgroup): the node
+        # or the job has no GPU to give
+        r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
+        r"^No devices were found\s*$|"
+        # torch on a node without a GPU or driver: cuda/__init__.py _check_driver, c10's device
+        # count on cudaErrorInitializationError, ProcessGroupNCCL's constructor
+        r"Found no NVIDIA driver on your system|"
+        r"CUDA driver initialization failed, you might not have a CUDA gpu|"
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
         "the process sees no GPU it can use: none allocated to it, CUDA_VISIBLE_DEVICES hides "
         "them, or they are held by other processes (exclusive compute mode)",
         "ask the scheduler for GPUs (--gres=gpu:N / --gpus-per-node), do not set "
@@ -377,7 +386,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Default process group has not been initialized, please make sure to call "
         r"init_process_group",
         "torch.distributed was used before init_process_group: the script was started without a "
-        "launcher (it initialises only when RANK/WORLD_SIZE/LOCAL_RANK are set) or skipped the init",
+        "launcher (it initialises only when RANK/WORLD_SIZE/LOCAL_RANK are set) or skipped the "
+        "init",
         "start it with torchrun / srun (`noderun run`) so RANK, WORLD_SIZE and LOCAL_RANK are "
         "set; for one process, do not wrap the model in DDP/SyncBatchNorm",
     ),
@@ -695,7 +705,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
         r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
         r"mismatches the version that was used to compile PyTorch|"
-        r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
+        r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:|"
+        # a torch build without CUDA (cuda/__init__.py _lazy_init) or without NCCL
+        # (distributed_c10d.py) where the job needs them
+        r"Torch not compiled with CUDA enabled|Distributed package doesn't have NCCL built in",
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
     ),
