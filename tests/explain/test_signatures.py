@@ -63,6 +63,12 @@ FROM_CORPUS = {
     "apex-99-env-world-size-not-set-no-launcher": "missing-launcher",  # env:// rendezvous
     "hrnet-35-env-rank-not-set-missing-launch": "missing-launcher",
     "hybrik-198-spawn-exception-process-sigkill": "rank-crashed",  # mp.spawn's report
+    # the sixth pass, from new tuning cases (SOURCES-corpus-g.md)
+    "signgraph-18-ddp-without-launcher-default-group": "missing-launcher",  # _get_default_group
+    "mmsegmentation-809-syncbn-without-launcher": "missing-launcher",
+    "corgs-23-no-cuda-gpus-visible-devices": "gpu-unavailable",  # torch's _cuda_init
+    "modelangelo-60-slurm-job-without-gpu-allocated": "gpu-unavailable",  # NVML: no driver
+    "horovod-98-ibv-create-qp-memlock": "memlock-limit",  # NCCL's ibvwrap, RLIMIT_MEMLOCK
 }
 
 
@@ -721,3 +727,117 @@ def test_libibverbs_missing_provider_in_a_corpus_log_is_a_warning() -> None:
     line = _line_with("nccl-1044-healthy-libibverbs-driver-warning", "libibverbs: Warning")
     signature = Scanner().classify(line)
     assert signature is not None and signature.tier is Tier.WARNING
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        # c10d's server socket (socket.cpp: "The server socket has failed to bind to {}:{} (errno:
+        # {} - {})"): an address that is not this host's (EADDRNOTAVAIL), and libuv's TCPStore
+        # ("… port: {}, useIpv6: {}, code: {}, name: {}, message: {}"): MASTER_ADDR names
+        # another node than the one serving the store
+        (
+            "[W socket.cpp:436] [c10d] The server socket has failed to bind to 10.1.2.3:29500 "
+            "(errno: 99 - Cannot assign requested address).",
+            "connection-refused",
+        ),
+        (
+            "RuntimeError: The server socket has failed to listen on any local network address. "
+            "The server socket has failed to bind to [node-7]:29500 (errno: 99 - Cannot assign "
+            "requested address).",
+            "connection-refused",
+        ),
+        (
+            "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+            "local network address. port: 29500, useIpv6: false, code: -99, name: EADDRNOTAVAIL, "
+            "message: cannot assign requested address",
+            "connection-refused",
+        ),
+        # the same listen failure with the port taken stays a port in use
+        (
+            "RuntimeError: The server socket has failed to listen on any local network address. "
+            "The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in "
+            "use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - Address "
+            "already in use).",
+            "port-in-use",
+        ),
+        # NCCL's verbs wrapper (misc/ibvwrap.cc: "Call to ibv_reg_mr failed with error %s") and
+        # its queue creation: ENOMEM from RDMA is the locked-memory limit (NCCL's
+        # troubleshooting guide: "remove the user limits on registering pinned memory")
+        (
+            "node3:4410:4502 [2] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr failed with "
+            "error Cannot allocate memory",
+            "memlock-limit",
+        ),
+        (
+            "node3:4410:4502 [2] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_cq failed with "
+            "error Cannot allocate memory",
+            "memlock-limit",
+        ),
+        # the CUDA runtime's cudaGetErrorString texts for cudaErrorNoDevice (100) and
+        # cudaErrorDevicesUnavailable (46), and nvidia-smi on a node with no GPU for the job
+        ("RuntimeError: CUDA error: no CUDA-capable device is detected", "gpu-unavailable"),
+        (
+            "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+            "gpu-unavailable",
+        ),
+        ("No devices were found", "gpu-unavailable"),
+        # torch's own texts for a node without a usable GPU or driver
+        (
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
+            "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+            "gpu-unavailable",
+        ),
+        (
+            "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+            "gpu-unavailable",
+        ),
+        (
+            "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+            "gpu-unavailable",
+        ),
+        # a torch build without CUDA or without NCCL
+        ("AssertionError: Torch not compiled with CUDA enabled", "version-mismatch"),
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "version-mismatch"),
+    ],
+)
+def test_messages_of_the_sixth_pass_read_from_their_sources(line: str, cause: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == cause and signature.tier is Tier.ROOT
+
+
+def test_a_host_without_ipv6_failing_to_bind_it_is_noise() -> None:
+    # c10d tries [::] first and then 0.0.0.0: EAFNOSUPPORT or EADDRNOTAVAIL on [::] is no failure
+    for errno in (
+        "97 - Address family not supported by protocol",
+        "99 - Cannot assign requested address",
+    ):
+        line = (
+            "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 "
+            f"(errno: {errno})."
+        )
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.tier is Tier.WARNING
+
+
+def test_an_rdma_registration_error_other_than_enomem_is_no_memlock_finding() -> None:
+    # "Bad address"/"Invalid argument" from ibv_reg_mr are GPUDirect/ATS set-up, not the limit
+    line = (
+        "node3:4410:4502 [2] misc/ibvwrap.cc:153 NCCL WARN Call to ibv_reg_mr failed with error "
+        "Bad address"
+    )
+    signature = Scanner().classify(line)
+    assert signature is None or signature.cause != "memlock-limit"
+
+
+def test_ibv_enomem_is_the_memlock_limit_not_host_memory(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "ib.log",
+        "node3:4410:4502 [2] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr failed with error "
+        "Cannot allocate memory",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.21.5",
+    )
+    causes = [f.cause for f in explain([log])]
+    assert causes and causes[0] == "memlock-limit"

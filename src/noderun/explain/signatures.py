@@ -64,6 +64,8 @@ CAUSES: dict[str, str] = {
     "gpu-fault": "a GPU failed in hardware (uncorrectable ECC error, fell off the bus, Xid)",
     "nccl-config": "an NCCL_* setting (environment, /etc/nccl.conf) does not fit these nodes",
     "nccl-version-bug": "NCCL hit an internal error: a bug of that NCCL version or setup",
+    "gpu-unavailable": "the process sees no usable GPU (none allocated or visible, or all busy)",
+    "memlock-limit": "the locked-memory limit (ulimit -l) is too low for RDMA to register memory",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -220,6 +222,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "nothing to do if the run went on",
         Tier.WARNING,
     ),
+    # c10d's server socket (socket.cpp SocketListenOp) tries the wildcard addresses in turn: a
+    # host without IPv6 fails on [::] with EAFNOSUPPORT or EADDRNOTAVAIL and binds 0.0.0.0
+    Signature(
+        "warning",
+        r"\[W.*server socket has failed to bind to \[::\]:\d+ \(errno: (97|99) - ",
+        "c10d could not listen on IPv6 (the host has none) and went on with IPv4",
+        "nothing to do when the run went on",
+        Tier.WARNING,
+    ),
     # missing launcher: one process where N were meant, or several all thinking they are rank 0
     Signature(
         "missing-launcher",
@@ -317,6 +328,68 @@ SIGNATURES: tuple[Signature, ...] = (
         "an NCCL tuner plugin is installed without its configuration",
         "set NCCL_TUNER_CONFIG_PATH to the plugin's config, or do not load that tuner plugin "
         "(NCCL_TUNER_PLUGIN); check what the image or the node sets in NCCL_* variables",
+    ),
+    # c10d's server socket binding an address that is not this host's (EADDRNOTAVAIL, errno 99;
+    # libuv's TCPStore says "code: -99, name: EADDRNOTAVAIL"): the store is served where
+    # MASTER_ADDR points, and that is not this node (rank 0, node rank 0 started elsewhere)
+    Signature(
+        "connection-refused",
+        r"failed to bind to (\[[^\]]*[^:\]]\]|[0-9.]*[1-9][0-9.]*|[A-Za-z][\w.-]*):\d+ "
+        r"\(errno: 99 - |code: -99, name: EADDRNOTAVAIL",
+        "the rendezvous store could not listen on MASTER_ADDR: that address is not one of this "
+        "node's (rank 0 / node rank 0 runs on another node than MASTER_ADDR names)",
+        "set MASTER_ADDR to the node that runs rank 0 (node rank 0), e.g. the first host of "
+        "`scontrol show hostnames`, and give node rank 0 to that node",
+    ),
+    # the CUDA runtime finds no device (cudaErrorNoDevice: nothing allocated, CUDA_VISIBLE_DEVICES
+    # empty or naming a GPU this node lacks, a container without GPUs) or none it may use
+    # (cudaErrorDevicesUnavailable: exclusive-process GPUs held by another process)
+    Signature(
+        "gpu-unavailable",
+        r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice|"
+        r"CUDA_ERROR_NO_DEVICE|CUDA-capable device(s|\(s\))? (is/are|are|is) busy or "
+        r"unavailable|cudaErrorDevicesUnavailable|"
+        # nvidia-smi (NVML_ERROR_DRIVER_NOT_LOADED, or no device in the job's cgroup): the node
+        # or the job has no GPU to give
+        r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
+        r"^No devices were found\s*$|"
+        # torch on a node without a GPU or driver: cuda/__init__.py _check_driver, c10's device
+        # count on cudaErrorInitializationError, ProcessGroupNCCL's constructor
+        r"Found no NVIDIA driver on your system|"
+        r"CUDA driver initialization failed, you might not have a CUDA gpu|"
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+        "the process sees no GPU it can use: none allocated to it, CUDA_VISIBLE_DEVICES hides "
+        "them, or they are held by other processes (exclusive compute mode)",
+        "ask the scheduler for GPUs (--gres=gpu:N / --gpus-per-node), do not set "
+        "CUDA_VISIBLE_DEVICES to ids this node lacks (or to the global rank), run containers "
+        "with GPUs; `nvidia-smi` on the node says which are there and who holds them",
+    ),
+    # RDMA memory registration (NCCL's ibvwrap.cc: "Call to ibv_reg_mr[_iova2] failed with
+    # error Cannot allocate memory"; older NCCL without the errno) and queue/completion queue
+    # creation fail with ENOMEM when RLIMIT_MEMLOCK is low: NCCL's troubleshooting guide
+    # ("remove the user limits on registering pinned memory") -- not the host out of memory
+    Signature(
+        "memlock-limit",
+        r"Call to ibv_(reg_mr\w*|create_qp|create_cq) failed( with error Cannot allocate "
+        r"memory)?\s*$|ibv_(reg_mr|create_qp|create_cq)\w* failed.*Cannot allocate memory|"
+        r"(fi_mr_reg|ibv_reg_mr).*failed.*(-12|ENOMEM)\b",
+        "RDMA could not pin (register) memory: the locked-memory limit (ulimit -l) is too low",
+        "raise the memlock limit to unlimited where the ranks run: `ulimit -l` inside the job "
+        "(Slurm propagates the submitting shell's: PropagateResourceLimits), `* soft/hard memlock "
+        "unlimited` in /etc/security/limits.conf, docker --ulimit memlock=-1",
+    ),
+    # torch.distributed used before init_process_group (distributed_c10d._get_default_group):
+    # a script that initialises only when a launcher set RANK/WORLD_SIZE/LOCAL_RANK was started
+    # with python alone, or one rank's code path skipped the init
+    Signature(
+        "missing-launcher",
+        r"Default process group has not been initialized, please make sure to call "
+        r"init_process_group",
+        "torch.distributed was used before init_process_group: the script was started without a "
+        "launcher (it initialises only when RANK/WORLD_SIZE/LOCAL_RANK are set) or skipped the "
+        "init",
+        "start it with torchrun / srun (`noderun run`) so RANK, WORLD_SIZE and LOCAL_RANK are "
+        "set; for one process, do not wrap the model in DDP/SyncBatchNorm",
     ),
     # only when nothing error-level came before it in its log (see findings.Ranker)
     Signature(
@@ -632,7 +705,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
         r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
         r"mismatches the version that was used to compile PyTorch|"
-        r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:",
+        r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:|"
+        # a torch build without CUDA (cuda/__init__.py _lazy_init) or without NCCL
+        # (distributed_c10d.py) where the job needs them
+        r"Torch not compiled with CUDA enabled|Distributed package doesn't have NCCL built in",
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
     ),
