@@ -177,6 +177,13 @@ CONSOLE_OPTIONS = _pet(
         help="accepted: noderun always tees stdout+stderr of every rank to <run dir>/logs",
     ),
 )
+LOG_DIR_OPTION = value(
+    "--log-dir",
+    type=Path,
+    env=False,
+    help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
+    "(use --run-dir to name it exactly)",
+)
 NUMA_BINDINGS = ("node", "socket", "exclusive", "core-complex")  # torch/numa/binding.py's modes
 START_METHODS = ("spawn", "fork", "forkserver")
 # torchrun's agent options noderun does not act on itself: given to every torchrun agent it
@@ -241,13 +248,7 @@ TORCHRUN_OPTIONS = (
     *CONSOLE_OPTIONS,
     *_pet(
         switch("--standalone", help="one node, rendezvous on a free local port (torchrun)"),
-        value(
-            "--log-dir",
-            type=Path,
-            env=False,
-            help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
-            "(use --run-dir to name it exactly)",
-        ),
+        LOG_DIR_OPTION,
         value("--rdzv-backend", env=False, help=argparse.SUPPRESS),
         value("--rdzv-endpoint", env=False, help=argparse.SUPPRESS),
         value("--rdzv-id", env=False, help="run id the ranks see (TORCHELASTIC_RUN_ID)"),
@@ -278,13 +279,7 @@ SUBMIT_TORCHRUN_OPTIONS = (
     *RESTART_OPTIONS,
     *CONSOLE_OPTIONS,
     *_pet(
-        value(
-            "--log-dir",
-            type=Path,
-            env=False,
-            help="torchrun's log root: the run directory becomes a new LOG_DIR/<name>-… "
-            "(use --run-dir to name it exactly)",
-        ),
+        LOG_DIR_OPTION,
         value("--rdzv-id", env=False, help="run id the ranks see (default: the job id)"),
     ),
     *AGENT_OPTIONS,
@@ -566,11 +561,7 @@ def endpoint_port(
         return master_port
     host, port = flags.endpoint
     _require_node0("--rdzv-endpoint", f"{host}:{port}", host, node0, local_names)
-    if master_port is not None and master_port != port:
-        raise UsageError(
-            f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
-            "pass one of them",
-        )
+    _same_port(master_port, port)
     return port
 
 
@@ -582,11 +573,7 @@ def hand_started_master(
     if flags.endpoint is None:
         return master_addr, master_port
     host, port = flags.endpoint
-    if master_port is not None and master_port != port:
-        raise UsageError(
-            f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
-            "pass one of them",
-        )
+    _same_port(master_port, port)
     if master_addr and master_addr != host:
         given, endpoint = addresses.addresses(master_addr), addresses.addresses(host)
         if not given & endpoint:
@@ -596,6 +583,14 @@ def hand_started_master(
                 "pass one of them: node 0's name or address",
             )
     return master_addr or host, port
+
+
+def _same_port(master_port: int | None, port: int) -> None:
+    if master_port is not None and master_port != port:
+        raise UsageError(
+            f"--master-port {master_port} and --rdzv-endpoint port {port} disagree",
+            "pass one of them",
+        )
 
 
 def _require_node0(flag: str, text: str, host: str, node0: str, local_names: Sequence[str]) -> None:
