@@ -66,6 +66,9 @@ _SRUN_FLAGS = frozenset(
     | {"--no-container-entrypoint", "--container-entrypoint", "--test-only", "--usage", "-h"}
 )
 _SHORT_WITH_VALUE = frozenset("NnGcwxptJoeAWmCdDiBSrTMLq")
+_CONTAINERS = frozenset(
+    {"singularity", "apptainer", "singularity_wrapper", "docker", "podman", "enroot", "shifter"}
+)
 # words that run the rest of the line as a command
 _WRAPPERS = frozenset({"exec", "time", "env", "nohup", "stdbuf", "nice", "command", "builtin"})
 _FIXED_PORT = re.compile(
@@ -630,49 +633,34 @@ class _Linter:
             if not folder or folder == ".":
                 continue
             made_later = any(_same_dir(folder, made) for made in self.mkdirs)
+            severity = Severity.ERROR
             if _OUTPUT_PATTERN.search(folder):
-                yield _output_dir(
-                    number,
-                    option,
-                    folder,
+                what = (
                     "names a folder that cannot exist before the job starts "
-                    "(sbatch never creates folders)",
-                    Severity.ERROR,
+                    "(sbatch never creates folders)"
                 )
+            elif "$" in folder:
                 continue
-            if "$" in folder:
+            elif (missing := self._folder_missing(folder)) is None:
+                if not made_later:
+                    continue
+                what = (
+                    "is created by this script only after sbatch opened the file; on a clean "
+                    "checkout the job fails with no output"
+                )
+                severity = Severity.WARNING
+            elif not missing:
                 continue
-            missing = self._folder_missing(folder)
-            if missing is None:
-                if made_later:
-                    yield _output_dir(
-                        number,
-                        option,
-                        folder,
-                        "is created by this script only after sbatch opened the file; on a clean "
-                        "checkout the job fails with no output",
-                        Severity.WARNING,
-                    )
-                continue
-            if not missing:
-                continue
-            if made_later:
-                yield _output_dir(
-                    number,
-                    option,
-                    folder,
+            elif made_later:
+                what = (
                     "does not exist, and this script creates it only after sbatch needed it: "
-                    "the job fails with no output",
-                    Severity.ERROR,
+                    "the job fails with no output"
                 )
             elif not Path(folder).expanduser().is_absolute():
-                yield _output_dir(
-                    number,
-                    option,
-                    folder,
-                    "does not exist where the job starts: the job fails with no output",
-                    Severity.ERROR,
-                )
+                what = "does not exist where the job starts: the job fails with no output"
+            else:
+                continue
+            yield _output_dir(number, option, folder, what, severity)
 
     def _folder_missing(self, folder: str) -> bool | None:
         """Whether the folder is absent (None: no file checks asked for)."""
@@ -923,15 +911,7 @@ def _unwrap(words: list[Word]) -> list[Word]:
 
 
 def _is_container(words: list[Word]) -> bool:
-    return bool(words) and _base(words[0].text) in (
-        "singularity",
-        "apptainer",
-        "singularity_wrapper",
-        "docker",
-        "podman",
-        "enroot",
-        "shifter",
-    )
+    return bool(words) and _base(words[0].text) in _CONTAINERS
 
 
 def _strip_container(words: list[Word]) -> list[Word]:
@@ -1086,13 +1066,18 @@ def _rank_args_only(words: list[Word], names: set[str]) -> bool:
     return True
 
 
+def _option_value(texts: list[str], k: int) -> str:
+    """The value of the option ``texts[k]``: after its ``=``, else the next word ("" at the end)."""
+    if "=" in texts[k]:
+        return texts[k].split("=", 1)[1]
+    return texts[k + 1] if k + 1 < len(texts) else ""
+
+
 def _dynamic_rendezvous(words: list[Word]) -> bool:
     """torchrun ignores --node_rank under the c10d/etcd rendezvous (ranks come from the store)."""
     texts = [w.text for w in words]
     for k, text in enumerate(texts):
-        value = (
-            text.split("=", 1)[1] if "=" in text else (texts[k + 1] if k + 1 < len(texts) else "")
-        )
+        value = _option_value(texts, k)
         if re.match(r"--rdzv[-_]backend", text) and value in ("c10d", "etcd", "etcd-v2"):
             return True
         if re.match(r"--rdzv[-_]conf", text) and re.search(r"rdzv_backend=(c10d|etcd)", value):
@@ -1115,7 +1100,7 @@ def _implicit_node_rank(line: int, words: list[Word]) -> Iterator[Finding]:
             return  # an expansion that may hold the rank
     nnodes = next(
         (
-            (t.split("=", 1)[1] if "=" in t else (texts[k + 1] if k + 1 < len(texts) else ""))
+            _option_value(texts, k)
             for k, t in enumerate(texts)
             if re.fullmatch(r"--(nnodes|num[-_]machines)(=.*)?", t)
         ),
@@ -1143,18 +1128,9 @@ def _implicit_node_rank(line: int, words: list[Word]) -> Iterator[Finding]:
 def _literal_node_rank(words: list[Word]) -> str | None:
     texts = [w.text for w in words]
     for k, text in enumerate(texts):
-        match = re.fullmatch(r"--(?:node[-_]rank|machine[-_]rank)(?:=(.*))?", text)
-        if match:
-            value = (
-                match.group(1)
-                if match.group(1) is not None
-                else (texts[k + 1] if k + 1 < len(texts) else "")
-            )
-            source = (
-                words[k]
-                if match.group(1) is not None
-                else (words[k + 1] if k + 1 < len(words) else None)
-            )
+        if re.fullmatch(r"--(?:node[-_]rank|machine[-_]rank)(?:=.*)?", text):
+            value = _option_value(texts, k)
+            source = words[k] if "=" in text else (words[k + 1] if k + 1 < len(words) else None)
             if value.isdigit() and source is not None and not source.batch_vars:
                 return value
     return None
