@@ -142,6 +142,10 @@ def _read_heredoc(lines: list[str], i: int, delimiter: str) -> tuple[str, int]:
     return "\n".join(body), i
 
 
+# what closes each nesting the scanner tracks outside quotes
+_CLOSER = {"`": "`", "((": "))", "$(": ")", "(": ")", "=(": ")", "${": "}"}
+
+
 @dataclasses.dataclass
 class _ScanState:
     """Quote and substitution nesting carried from one physical line to the next."""
@@ -168,9 +172,8 @@ class _ScanState:
                 continue
             if ch == "\\":
                 if i + 1 == n:
-                    if top == "":
-                        return self._finish(pieces, cur), True, docs
-                    cur.append(ch)  # inside quotes: the newline stays escaped
+                    if top:
+                        cur.append(ch)  # inside quotes: the newline stays escaped
                     return self._finish(pieces, cur), True, docs
                 cur.append(line[i : i + 2])
                 i += 2
@@ -188,56 +191,16 @@ class _ScanState:
                 cur.append(ch)
                 i += 1
                 continue
-            if top == "`" and ch == "`":
-                self.stack.pop()
-                cur.append(ch)
-                i += 1
-                continue
             if (
                 ch == "#"
                 and top in ("", "$(", "=(")
                 and (not cur or cur[-1][-1:].isspace() or cur[-1][-1:] in ";&|(")
             ):
                 break
-            if ch in "'\"`":
-                self.stack.append(ch)
-                cur.append(ch)
-                i += 1
-                continue
-            if line.startswith("$((", i):
-                self.stack.append("((")
-                cur.append("$((")
-                i += 3
-                continue
-            if line.startswith("$(", i) or line.startswith("${", i):
-                self.stack.append(line[i : i + 2])
-                cur.append(line[i : i + 2])
-                i += 2
-                continue
-            if top == "((" and line.startswith("))", i):
-                self.stack.pop()
-                cur.append("))")
-                i += 2
-                continue
-            if top in ("$(", "((", "=(") and ch == "(":
-                self.stack.append("(")
-                cur.append(ch)
-                i += 1
-                continue
-            if top in ("$(", "(", "=(") and ch == ")":
-                self.stack.pop()
-                cur.append(ch)
-                i += 1
-                continue
-            if top == "${" and ch == "}":
-                self.stack.pop()
-                cur.append(ch)
-                i += 1
-                continue
-            if top == "" and ch == "(" and cur and cur[-1].endswith("="):
-                self.stack.append("=(")
-                cur.append(ch)
-                i += 1
+            token = self._nest(line, i, top, cur)
+            if token:
+                cur.append(token)
+                i += len(token)
                 continue
             if top == "" and line.startswith("<<", i) and not line.startswith("<<<", i):
                 match = re.match(r"<<(-?)\s*(['\"]?)([^\s'\";&|<>)]+)\2", line[i:])
@@ -251,18 +214,35 @@ class _ScanState:
                     cur.append(ch)
                     i += 1
                     continue
-                if ch == ";" and line.startswith(";;", i):
-                    i += 2
-                    pieces.append("".join(cur))
-                    cur = []
-                    continue
                 pieces.append("".join(cur))
                 cur = []
-                i += 2 if line[i : i + 2] in ("&&", "||") else 1
+                i += 2 if line[i : i + 2] in ("&&", "||", ";;") else 1
                 continue
             cur.append(ch)
             i += 1
         return self._finish(pieces, cur), False, docs
+
+    def _nest(self, line: str, i: int, top: str, cur: list[str]) -> str:
+        """The quote or bracket that opens or closes at ``line[i]``, pushed or popped ("": none)."""
+        closer = _CLOSER.get(top)
+        if closer and line.startswith(closer, i):
+            self.stack.pop()
+            return closer
+        ch = line[i]
+        if ch in "'\"`":
+            opened = token = ch
+        elif line.startswith("$((", i):
+            opened, token = "((", "$(("
+        elif line.startswith(("$(", "${"), i):
+            opened = token = line[i : i + 2]
+        elif ch == "(" and top in ("$(", "((", "=("):
+            opened = token = "("
+        elif ch == "(" and top == "" and cur and cur[-1].endswith("="):
+            opened, token = "=(", "("  # an array: NAME=(…)
+        else:
+            return ""
+        self.stack.append(opened)
+        return token
 
     @staticmethod
     def _finish(pieces: list[str], cur: list[str]) -> list[str]:
