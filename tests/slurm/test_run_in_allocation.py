@@ -125,7 +125,6 @@ def test_run_dir_of_another_run_is_refused_but_submit_requeue_and_a_stopped_run_
 
 def test_one_node_runs_torchrun_directly_only_on_that_node(script: Path) -> None:
     one = {**BATCH, "SLURM_JOB_NODELIST": "node2", "SLURMD_NODENAME": "node2"}
-    step = run_slurm.build_step(_args(script), one)
-    assert run_slurm._on_allocated_node(one, step)
+    assert run_slurm.build_step(_args(script), one).direct
     salloc_shell = {k: v for k, v in one.items() if k != "SLURMD_NODENAME"}
-    assert not run_slurm._on_allocated_node(salloc_shell, step)
+    assert not run_slurm.build_step(_args(script), salloc_shell).direct

@@ -124,11 +124,6 @@ def build_step(
     )
 
 
-def _on_allocated_node(environ: Mapping[str, str], step: StepPlan) -> bool:
-    """A batch script runs on the first allocated node; an salloc shell usually does not."""
-    return environ.get("SLURMD_NODENAME", "") in step.hosts[:1]
-
-
 def main(
     args: argparse.Namespace,
     environ: Mapping[str, str] | None = None,
