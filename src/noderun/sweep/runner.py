@@ -100,19 +100,20 @@ def _run(job: PointJob, timeout: float | None) -> int:
             # SIGTERM first: the point's launcher stops its ranks and writes run.json (a
             # SIGKILL would leave its ranks behind)
             proc.terminate()
-            try:
-                proc.wait(timeout=STOP_GRACE_SEC)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _wait_or_kill(proc)
             return TIMED_OUT
         except BaseException:  # Ctrl-C: the terminal signalled the point too; let it end
-            try:
-                proc.wait(timeout=STOP_GRACE_SEC)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _wait_or_kill(proc)
             raise
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes]) -> None:
+    """Give a stopping point STOP_GRACE_SEC to end, then SIGKILL it."""
+    try:
+        proc.wait(timeout=STOP_GRACE_SEC)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def judge(run_dir: Path, log: Path, code: int | None) -> Judgement:
