@@ -103,15 +103,19 @@ class _OnceReader(FileSystemReader):
         return self._metadata
 
 
+def _corrupt(path: Path, err: Exception) -> UsageError:
+    return UsageError(
+        f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
+        "resume from an earlier checkpoint",
+    )
+
+
 def saved_shapes(path: Path, reader: FileSystemReader | None = None) -> dict[str, tuple[int, ...]]:
     """Global shapes of the model tensors in a sharded checkpoint, from DCP's metadata."""
     try:
         metadata = (reader or FileSystemReader(path / checkpoint.SHARDS_DIR)).read_metadata()
     except Exception as err:
-        raise UsageError(
-            f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
-            "resume from an earlier checkpoint",
-        ) from None
+        raise _corrupt(path, err) from None
     shapes = {}
     for key, item in metadata.state_dict_metadata.items():
         if key.startswith("model.") and hasattr(item, "size"):
@@ -157,10 +161,7 @@ def load_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str,
             warnings.simplefilter("ignore", UserWarning)
             shards = _load_state_dict_from_keys(checkpoint_id=str(path / checkpoint.SHARDS_DIR))
     except Exception as err:
-        raise UsageError(
-            f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
-            "resume from an earlier checkpoint",
-        ) from None
+        raise _corrupt(path, err) from None
     state = dict(trainer)
     state["model"] = {k: v.to(map_location) for k, v in shards["model"].items()}
     if "optim" in shards:
