@@ -284,17 +284,11 @@ class Expander:
                 has_word = True
                 i += 2
                 continue
-            if ch == "'":
-                end = text.find("'", i + 1)
+            if ch == "'" or text.startswith("$'", i):
+                start = text.index("'", i) + 1
+                end = text.find("'", start)
                 end = n if end < 0 else end
-                cur.append(text[i + 1 : end])
-                has_word = True
-                i = end + 1
-                continue
-            if text.startswith("$'", i):
-                end = text.find("'", i + 2)
-                end = n if end < 0 else end
-                cur.append(text[i + 2 : end])
+                cur.append(text[start:end])
                 has_word = True
                 i = end + 1
                 continue
