@@ -22,6 +22,13 @@ OPTIONS = OptionTable(
     (positional("shell", metavar="SHELL", help="bash or zsh"),),
 )
 _DIRECTORIES = ("run_dir", "log_dir", "out", "root")  # options that name a directory
+# what each Flag.kind of value completes to, in each shell
+_BASH_VALUES = {
+    "dir": 'COMPREPLY=($(compgen -d -- "$cur"))',
+    "file": 'COMPREPLY=($(compgen -f -- "$cur"))',
+    "": "COMPREPLY=()",
+}
+_ZSH_VALUES = {"dir": "_files -/", "file": "_files", "": " "}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -118,14 +125,9 @@ def render_bash(verbs: list[Verb]) -> str:
             if not flag.takes_value:
                 continue
             pattern = "|".join(flag.flags)
+            action = _BASH_VALUES[flag.kind]
             if flag.choices:
                 action = f'COMPREPLY=($(compgen -W "{_words(list(flag.choices))}" -- "$cur"))'
-            elif flag.kind == "dir":
-                action = 'COMPREPLY=($(compgen -d -- "$cur"))'
-            elif flag.kind == "file":
-                action = 'COMPREPLY=($(compgen -f -- "$cur"))'
-            else:
-                action = "COMPREPLY=()"
             lines.append(f"                {pattern}) {action}; return 0 ;;")
         every = _words([s for flag in verb.flags for s in flag.flags])
         lines += [
@@ -188,15 +190,7 @@ def render_zsh(verbs: list[Verb]) -> str:
         for flag in verb.flags:
             value = ""
             if flag.takes_value:
-                values = (
-                    f"({' '.join(flag.choices)})"
-                    if flag.choices
-                    else "_files -/"
-                    if flag.kind == "dir"
-                    else "_files"
-                    if flag.kind == "file"
-                    else " "
-                )
+                values = f"({' '.join(flag.choices)})" if flag.choices else _ZSH_VALUES[flag.kind]
                 value = f":{flag.flags[-1].lstrip('-')}:{values}"
             repeat = "*" if "repeatable" in flag.help else ""
             described = f"[{_zsh_text(flag.help)}]{value}"
