@@ -142,7 +142,7 @@ def _metrics(ev: RunEvidence, missing: list[str]) -> str:
 
 def _throughput(ev: RunEvidence, missing: list[str]) -> str:
     column = next((c for c in THROUGHPUT_COLUMNS if c in ev.metrics_header), None)
-    values = [v for r in ev.rows if (v := number(r.get(column))) is not None] if column else []
+    values = _column(ev, column) if column else []
     duration = ev.run_record.get("duration_sec")
     lines = ["## Throughput", ""]
     if len(values) > 1:
@@ -155,10 +155,8 @@ def _throughput(ev: RunEvidence, missing: list[str]) -> str:
         lines.append(f"- {column}: {values[0]:.4g} (one row)")
     else:
         missing.append("throughput: metrics have no throughput_samples_per_sec/tokens_per_sec")
-    parts = {c: _column_sum(ev, c) for c in ("data_load_time_sec", "compute_time_sec")}
-    if all(v is not None for v in parts.values()) and sum(parts.values()) > 0:  # type: ignore[arg-type]
-        data, compute = parts["data_load_time_sec"], parts["compute_time_sec"]
-        assert data is not None and compute is not None
+    data, compute = _column_sum(ev, "data_load_time_sec"), _column_sum(ev, "compute_time_sec")
+    if data is not None and compute is not None and data + compute > 0:
         lines.append(
             f"- data loading {data:.3g} s, compute {compute:.3g} s "
             f"({100 * data / (data + compute):.1f}% of epoch time waiting for data)"
@@ -171,10 +169,12 @@ def _throughput(ev: RunEvidence, missing: list[str]) -> str:
     return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
+def _column(ev: RunEvidence, column: str) -> list[float]:
+    return [v for r in ev.rows if (v := number(r.get(column))) is not None]
+
+
 def _column_sum(ev: RunEvidence, column: str) -> float | None:
-    if column not in ev.metrics_header:
-        return None
-    values = [v for r in ev.rows if (v := number(r.get(column))) is not None]
+    values = _column(ev, column) if column in ev.metrics_header else []
     return sum(values) if values else None
 
 
