@@ -52,10 +52,7 @@ def already_done(run_dir: Path) -> bool:
     """The resume choice: a point whose run completed is skipped by a re-run of the sweep;
     a failed, preempted, interrupted, stalled or never-started point is run again (a stopped
     run continues in place, so a script given ``--resume auto`` picks up its checkpoint)."""
-    try:
-        record = rundir.read_record(run_dir)
-    except (OSError, ValueError):
-        return False
+    record = point_record(run_dir)
     return record is not None and record.status in DONE
 
 
@@ -119,7 +116,7 @@ def _wait_or_kill(proc: subprocess.Popen[bytes]) -> None:
 def judge(run_dir: Path, log: Path, code: int | None) -> Judgement:
     """Read a point's run directory: healthy when it exited 0 (``code``; None: not known, as
     for a job array's task) and verify passes; else explain's root cause, one line."""
-    record = _record(run_dir)
+    record = point_record(run_dir)
     status = record.status if record is not None else ("timed out" if code == TIMED_OUT else "")
     wall = record.duration_sec if record is not None else None
     verdict, healthy = "", False
@@ -159,7 +156,8 @@ def _verified(run_dir: Path) -> bool:
         return False
 
 
-def _record(run_dir: Path) -> RunRecord | None:
+def point_record(run_dir: Path) -> RunRecord | None:
+    """A point's run.json, None when it has none or it cannot be read."""
     try:
         return rundir.read_record(run_dir)
     except (OSError, ValueError):

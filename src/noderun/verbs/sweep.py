@@ -11,12 +11,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from noderun import notify, rundir
+from noderun import notify
 from noderun.errors import UsageError
 from noderun.sweep.grid import ParamError, Point, expand, parse_param, point_args
-from noderun.sweep.runner import PointJob, already_done, final_metrics, judge, run_jobs
+from noderun.sweep.runner import (
+    PointJob,
+    already_done,
+    final_metrics,
+    judge,
+    point_record,
+    run_jobs,
+)
 from noderun.sweep.table import SweepRow, row_json, rows_csv, rows_text
 from noderun.verbs.options import (
     NOTIFY_OPTION,
@@ -155,7 +161,7 @@ def _run_argv(args: argparse.Namespace, run_dir: Path) -> list[str]:
 def _row(out: Path, point: Point, code: int | None, task: str | None) -> SweepRow:
     run_dir = out / point.name
     verdict = judge(run_dir, out / f"{point.name}.log", code)
-    record = _record(run_dir)
+    record = point_record(run_dir)
     return SweepRow(
         point=point,
         status=verdict.status,
@@ -165,13 +171,6 @@ def _row(out: Path, point: Point, code: int | None, task: str | None) -> SweepRo
         run_dir=str(run_dir),
         job_id=task or ((record.job_id or "") if record else ""),
     )
-
-
-def _record(run_dir: Path) -> Any:
-    try:
-        return rundir.read_record(run_dir)
-    except (OSError, ValueError):
-        return None
 
 
 def _report(args: argparse.Namespace, script: Path, out: Path, rows: list[SweepRow]) -> int:
