@@ -16,6 +16,8 @@ from noderun.verbs.options import (
     DEFAULT_CONFIG,
     PET_PREFIX,
     HelpFormatter,
+    OptionTable,
+    add_verb,
     resolve_options,
 )
 
@@ -75,8 +77,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         title="verbs", dest="verb", metavar="VERB", required=True, parser_class=_Parser
     )
     for verb in chosen:
-        module = __import__(f"noderun.verbs.{verb}", fromlist=["add_parser"])
-        module.add_parser(sub)
+        module = __import__(f"noderun.verbs.{verb}", fromlist=["OPTIONS", "main"])
+        table: OptionTable = module.OPTIONS
+        add_verb(sub, table, module.main, help=table.help, description=table.description)
     return parser
 
 

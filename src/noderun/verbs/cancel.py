@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from noderun.errors import NoderunError, UsageError
-from noderun.verbs.options import OptionTable, add_verb, positional, seconds, switch, value
+from noderun.verbs.options import OptionTable, positional, seconds, switch, value
 
 if TYPE_CHECKING:
     from noderun.verbs.run_facts import Observed
@@ -45,23 +45,15 @@ OPTIONS = OptionTable(
             help="seconds the ranks get to checkpoint and stop before they are stopped at once",
         ),
     ),
+    help="cancel a run: every rank checkpoints, then it ends (--now: at once)",
+    description="Cancel a running run (or the run of a SLURM job id), local, SSH or SLURM. "
+    "By default every rank saves a checkpoint at the same step (SIGUSR1, as a preemption) "
+    "and the run ends as `cancelled`; the same command continues it (with the script's "
+    "--resume auto). --now stops it at once (the launcher tears the gang down; SLURM: "
+    "scancel). A script that does not handle SIGUSR1 is stopped at once. Nothing of the "
+    "run is left running; run.json ends `cancelled`. Exit 0 done, 1 something could not "
+    "be stopped, 2 bad input (nothing is signalled).",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="cancel a run: every rank checkpoints, then it ends (--now: at once)",
-        description="Cancel a running run (or the run of a SLURM job id), local, SSH or SLURM. "
-        "By default every rank saves a checkpoint at the same step (SIGUSR1, as a preemption) "
-        "and the run ends as `cancelled`; the same command continues it (with the script's "
-        "--resume auto). --now stops it at once (the launcher tears the gang down; SLURM: "
-        "scancel). A script that does not handle SIGUSR1 is stopped at once. Nothing of the "
-        "run is left running; run.json ends `cancelled`. Exit 0 done, 1 something could not "
-        "be stopped, 2 bad input (nothing is signalled).",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

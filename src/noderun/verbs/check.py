@@ -8,7 +8,7 @@ from pathlib import Path
 
 from noderun.cli_output import print_json
 from noderun.errors import UsageError
-from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
+from noderun.verbs.options import OptionTable, positional, switch, value
 
 OPTIONS = OptionTable(
     "check",
@@ -32,28 +32,20 @@ OPTIONS = OptionTable(
             "than where you submit)",
         ),
     ),
+    help="find launch mistakes in a batch script before you submit it",
+    description="Read a hand-written sbatch script and print each launch mistake as "
+    "FILE:LINE: problem; fix: a bare python where several tasks are asked for (no srun), "
+    "one torchrun for a multi-node job, $SLURM_NODEID expanded by the batch shell, a fixed "
+    "MASTER_PORT (warning), GPUs per node that differ from tasks per node, "
+    "CUDA_VISIBLE_DEVICES set from the global rank, a launcher (torchrun, accelerate, "
+    "deepspeed) started once per task instead of once per node, the same --node_rank on "
+    "every node, a variable a per-task shell reads but the batch script never exported, an "
+    "#SBATCH --output folder that does not exist when sbatch opens it, a training script "
+    "that does not exist. The script is read as bash reads it (continuations, variables, "
+    "heredocs, functions, bash -c strings). A script that is not bash (Python, csh) is "
+    "named as such and not checked. Exit 0 when clean (warnings allowed), 1 on errors, 2 "
+    "when a script cannot be read: `noderun check job.sbatch && sbatch job.sbatch`.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="find launch mistakes in a batch script before you submit it",
-        description="Read a hand-written sbatch script and print each launch mistake as "
-        "FILE:LINE: problem; fix: a bare python where several tasks are asked for (no srun), "
-        "one torchrun for a multi-node job, $SLURM_NODEID expanded by the batch shell, a fixed "
-        "MASTER_PORT (warning), GPUs per node that differ from tasks per node, "
-        "CUDA_VISIBLE_DEVICES set from the global rank, a launcher (torchrun, accelerate, "
-        "deepspeed) started once per task instead of once per node, the same --node_rank on "
-        "every node, a variable a per-task shell reads but the batch script never exported, an "
-        "#SBATCH --output folder that does not exist when sbatch opens it, a training script "
-        "that does not exist. The script is read as bash reads it (continuations, variables, "
-        "heredocs, functions, bash -c strings). A script that is not bash (Python, csh) is "
-        "named as such and not checked. Exit 0 when clean (warnings allowed), 1 on errors, 2 "
-        "when a script cannot be read: `noderun check job.sbatch && sbatch job.sbatch`.",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -14,12 +14,16 @@ import sys
 from pathlib import Path
 
 from noderun.errors import UsageError
-from noderun.verbs.options import Option, OptionTable, add_verb, positional
+from noderun.verbs.options import Option, OptionTable, positional
 
 SHELLS = ("bash", "zsh")
 OPTIONS = OptionTable(
     "completion",
     (positional("shell", metavar="SHELL", help="bash or zsh"),),
+    help="print a shell completion script (bash or zsh)",
+    description="Print a completion script for noderun's verbs and options. bash: "
+    "`source <(noderun completion bash)` in ~/.bashrc. zsh: `noderun completion zsh > "
+    '"${fpath[1]}/_noderun"` (or `source <(noderun completion zsh)` after compinit).',
 )
 _DIRECTORIES = ("run_dir", "log_dir", "out", "root")  # options that name a directory
 # what each Flag.kind of value completes to, in each shell
@@ -29,18 +33,6 @@ _BASH_VALUES = {
     "": "COMPREPLY=()",
 }
 _ZSH_VALUES = {"dir": "_files -/", "file": "_files", "": " "}
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="print a shell completion script (bash or zsh)",
-        description="Print a completion script for noderun's verbs and options. bash: "
-        "`source <(noderun completion bash)` in ~/.bashrc. zsh: `noderun completion zsh > "
-        '"${fpath[1]}/_noderun"` (or `source <(noderun completion zsh)` after compinit).',
-    )
 
 
 @dataclasses.dataclass(frozen=True)

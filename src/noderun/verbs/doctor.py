@@ -15,7 +15,6 @@ from noderun.errors import UsageError
 from noderun.plan.launch import TORCHRUN_DEFAULT_PORT
 from noderun.verbs.options import (
     OptionTable,
-    add_verb,
     port_number,
     positive_int,
     repeated,
@@ -62,21 +61,13 @@ OPTIONS = OptionTable(
         value("--run-dir", type=Path, help="where logs go (default runs/doctor-…)"),
         value("--result-file", type=Path, env=False, help=argparse.SUPPRESS),
     ),
+    help="preflight checks on every node: versions, network, port, filesystem, collective",
+    description="Probe this machine, every node of the SLURM allocation it runs in (one "
+    "probe per node through srun), or every --hosts host over ssh, then run a real "
+    "all_reduce test; print a node x check table with a fix for each failure: versions, "
+    "the same code (hashes of --script, noderun and torch), --check-path paths, network, "
+    "port, filesystem. Exit 1 if any check fails.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="preflight checks on every node: versions, network, port, filesystem, collective",
-        description="Probe this machine, every node of the SLURM allocation it runs in (one "
-        "probe per node through srun), or every --hosts host over ssh, then run a real "
-        "all_reduce test; print a node x check table with a fix for each failure: versions, "
-        "the same code (hashes of --script, noderun and torch), --check-path paths, network, "
-        "port, filesystem. Exit 1 if any check fails.",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

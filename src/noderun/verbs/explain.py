@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from noderun.cli_output import print_json
-from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
+from noderun.verbs.options import OptionTable, positional, switch, value
 
 if TYPE_CHECKING:
     from noderun.explain import Finding, Verdict
@@ -32,23 +32,15 @@ OPTIONS = OptionTable(
             "nothing for this long is reported as hanging (missing launcher)",
         ),
     ),
+    help="say why a run failed: root cause, evidence line, fix",
+    description="Read logs (files, directories, a run directory, or a SLURM job id), "
+    "streaming in constant memory, and print the root cause, the evidence line with file "
+    "and line number, and the fix; other findings follow, first failure in time first. A log "
+    "of a run that finished says so (no failure found) with what it saw; warnings are "
+    "listed as warnings. A failure no known cause fits is called unclassified, with the first "
+    "error-level line in time and each log's last line. Exit 1 when a failure was found, "
+    "0 when none, 2 for bad input.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="say why a run failed: root cause, evidence line, fix",
-        description="Read logs (files, directories, a run directory, or a SLURM job id), "
-        "streaming in constant memory, and print the root cause, the evidence line with file "
-        "and line number, and the fix; other findings follow, first failure in time first. A log "
-        "of a run that finished says so (no failure found) with what it saw; warnings are "
-        "listed as warnings. A failure no known cause fits is called unclassified, with the first "
-        "error-level line in time and each log's last line. Exit 1 when a failure was found, "
-        "0 when none, 2 for bad input.",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -13,7 +13,6 @@ from noderun import log_times
 from noderun.errors import UsageError
 from noderun.verbs.options import (
     OptionTable,
-    add_verb,
     non_negative_int,
     positional,
     switch,
@@ -43,20 +42,12 @@ OPTIONS = OptionTable(
             "not write is cut by the time its lines start with, if they have one)",
         ),
     ),
+    help="print (or follow, -f) the ranks' logs of a run, local, SSH or SLURM",
+    description="Print the ranks' logs of a run (or of the run of a SLURM job id), rank by "
+    "rank, each line after `R| ` when there are several; -f prints what they write next, "
+    "until the run ends. Local, SSH and SLURM runs alike: the logs are under the run "
+    "directory (logs/rank<R>.log).",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="print (or follow, -f) the ranks' logs of a run, local, SSH or SLURM",
-        description="Print the ranks' logs of a run (or of the run of a SLURM job id), rank by "
-        "rank, each line after `R| ` when there are several; -f prints what they write next, "
-        "until the run ends. Local, SSH and SLURM runs alike: the logs are under the run "
-        "directory (logs/rank<R>.log).",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from noderun.cli_output import print_json, print_table
 from noderun.errors import UsageError
-from noderun.verbs.options import OptionTable, add_verb, positional, switch, value
+from noderun.verbs.options import OptionTable, positional, switch, value
 
 OPTIONS = OptionTable(
     "ls",
@@ -22,21 +22,13 @@ OPTIONS = OptionTable(
         ),
         switch("--json", help='print the runs as JSON (a list under "runs")'),
     ),
+    help="list runs: status, shape, start, duration, last metrics, job id",
+    description="List the run directories under DIR (default runs/, or --root), newest "
+    "first: name, backend, nodes x processes, status (running, completed, failed, "
+    "preempted, cancelled, stalled, launcher died, pending), start (UTC), duration, the "
+    "last row of metrics.csv and the SLURM job id. SLURM is asked only about jobs that may "
+    "still run.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="list runs: status, shape, start, duration, last metrics, job id",
-        description="List the run directories under DIR (default runs/, or --root), newest "
-        "first: name, backend, nodes x processes, status (running, completed, failed, "
-        "preempted, cancelled, stalled, launcher died, pending), start (UTC), duration, the "
-        "last row of metrics.csv and the SLURM job id. SLURM is asked only about jobs that may "
-        "still run.",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

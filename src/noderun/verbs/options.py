@@ -223,10 +223,13 @@ SCRIPT_ARGUMENTS = (  # SCRIPT [ARGS…]: everything after SCRIPT goes to the sc
 
 @dataclasses.dataclass(frozen=True)
 class OptionTable:
-    """The options of one verb, in the order ``--help`` shows them."""
+    """One verb: its options, in the order ``--help`` shows them, and its help texts (the
+    verbs list's line and the verb's own ``--help`` description)."""
 
     verb: str
     options: tuple[Option, ...]
+    help: str = ""
+    description: str = ""
 
     def settable(self) -> dict[str, Option]:
         return {o.name: o for o in self.options if o.settable}

@@ -25,7 +25,6 @@ from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
-    add_verb,
     from_torchrun,
     port_number,
     stall_policy,
@@ -95,18 +94,10 @@ OPTIONS = OptionTable(
         JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
+    help="launch a script on N nodes: simulated on this machine, or a SLURM allocation's",
+    description="Launch SCRIPT as a multi-node job: one torchrun agent per node, "
+    "P processes each, one rendezvous. Arguments after SCRIPT go to the script.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="launch a script on N nodes: simulated on this machine, or a SLURM allocation's",
-        description="Launch SCRIPT as a multi-node job: one torchrun agent per node, "
-        "P processes each, one rendezvous. Arguments after SCRIPT go to the script.",
-    )
 
 
 def run_request(args: argparse.Namespace, flags: TorchrunFlags, attempt: int = 0) -> RunRequest:

@@ -17,7 +17,6 @@ from noderun.sweep.runner import PointJob, judge, metric_rows, run_jobs
 from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     OptionTable,
-    add_verb,
     existing_script,
     positive_int,
     switch,
@@ -44,6 +43,13 @@ OPTIONS = OptionTable(
                "directory, one row per point); the progress and the table go to stderr"),
         *SCRIPT_ARGUMENTS,
     ),
+help="sweep nodes x processes: speedup, efficiency, where the time goes",
+ description="Run SCRIPT once per point of --nodes x --nproc-per-node (locally, or "
+        "with --submit on SLURM), verify each run, and write scaling.csv, scaling.png and "
+        "scaling.md. A failing point is reported with its explain finding and the sweep goes "
+        "on. The script is told the scaling mode by NODERUN_SCALING=strong|weak and, for weak "
+        "scaling, how much more work to do by NODERUN_SCALE_FACTOR (ranks / ranks of the "
+        "smallest point).",
 )  # fmt: skip
 
 
@@ -56,21 +62,6 @@ def int_list(text: str, flag: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError(f"{flag} needs at least one value, e.g. 1,2,4")
     return values
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="sweep nodes x processes: speedup, efficiency, where the time goes",
-        description="Run SCRIPT once per point of --nodes x --nproc-per-node (locally, or "
-        "with --submit on SLURM), verify each run, and write scaling.csv, scaling.png and "
-        "scaling.md. A failing point is reported with its explain finding and the sweep goes "
-        "on. The script is told the scaling mode by NODERUN_SCALING=strong|weak and, for weak "
-        "scaling, how much more work to do by NODERUN_SCALE_FACTOR (ranks / ranks of the "
-        "smallest point).",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

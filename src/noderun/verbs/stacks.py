@@ -13,7 +13,6 @@ from noderun.errors import NoderunError, UsageError
 from noderun.stacks import Kind, Snapshot, render
 from noderun.verbs.options import (
     OptionTable,
-    add_verb,
     positional,
     refuse_unless_applies,
     switch,
@@ -29,19 +28,11 @@ OPTIONS = OptionTable(
         switch("--full", help="print every group's whole stack"),
         switch("--json", help="print the stacks as JSON"),
     ),
+    help="print the Python stack of every live rank of a running job, grouped",
+    description="Take the stack of every live rank (py-spy; faulthandler for scripts that "
+    "call noderun.init() when py-spy cannot attach), on this machine or on every node of a "
+    "SLURM job (srun --overlap), and group ranks with the same stack.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="print the Python stack of every live rank of a running job, grouped",
-        description="Take the stack of every live rank (py-spy; faulthandler for scripts that "
-        "call noderun.init() when py-spy cannot attach), on this machine or on every node of a "
-        "SLURM job (srun --overlap), and group ranks with the same stack.",
-    )
 
 
 def take(target: str) -> tuple[Snapshot, str]:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from noderun.cli_output import print_json, print_table
 from noderun.verbs.options import (
     OptionTable,
-    add_verb,
     positional,
     refuse_unless_applies,
     switch,
@@ -30,23 +29,15 @@ OPTIONS = OptionTable(
         switch("--json", help="print the status as one JSON object"),
         switch("--watch", help="a live view, refreshed every second, until the run ends"),
     ),
+    help="show a run's status and each rank's step, rate and last line",
+    description="Show a run (or the run of a SLURM job id): its status, backend, shape, "
+    "SLURM state, elapsed time and nodes, the last row of metrics.csv (its last step or "
+    "epoch), and for each rank its host, the step (and epoch) its TrainingLoop finished "
+    "last and its steps per second, the progress noderun's runtime counted (steps, "
+    "collectives: what the stall watch reads) and its rate, the age of its last log line "
+    "and whether it stalled. --watch redraws it every second until the run "
+    "ends (Ctrl-C leaves; the run goes on).",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="show a run's status and each rank's step, rate and last line",
-        description="Show a run (or the run of a SLURM job id): its status, backend, shape, "
-        "SLURM state, elapsed time and nodes, the last row of metrics.csv (its last step or "
-        "epoch), and for each rank its host, the step (and epoch) its TrainingLoop finished "
-        "last and its steps per second, the progress noderun's runtime counted (steps, "
-        "collectives: what the stall watch reads) and its rate, the age of its last log line "
-        "and whether it stalled. --watch redraws it every second until the run "
-        "ends (Ctrl-C leaves; the run goes on).",
-    )
 
 
 def main(args: argparse.Namespace) -> int:

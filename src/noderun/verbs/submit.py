@@ -21,7 +21,6 @@ from noderun.verbs.options import (
     SCRIPT_ARGUMENTS,
     STALL_OPTIONS,
     OptionTable,
-    add_verb,
     env_pair,
     from_torchrun,
     port_number,
@@ -113,19 +112,11 @@ OPTIONS = OptionTable(
         JSON_OPTION,
         *SCRIPT_ARGUMENTS,
     ),
+    help="submit a multi-node job to SLURM (sbatch), optionally follow it",
+    description="Render an sbatch script (one srun step, `python -m noderun.node` per node, "
+    "torchrun or one task per rank), submit it, print the job id and run directory. "
+    "Arguments after SCRIPT go to the script, byte for byte.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="submit a multi-node job to SLURM (sbatch), optionally follow it",
-        description="Render an sbatch script (one srun step, `python -m noderun.node` per node, "
-        "torchrun or one task per rank), submit it, print the job id and run directory. "
-        "Arguments after SCRIPT go to the script, byte for byte.",
-    )
 
 
 def submit_nproc(spec: int | str, gpus_per_node: int | None) -> int:

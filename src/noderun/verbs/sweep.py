@@ -28,7 +28,6 @@ from noderun.verbs.options import (
     NOTIFY_OPTION,
     SCRIPT_ARGUMENTS,
     OptionTable,
-    add_verb,
     env_pair,
     existing_script,
     positive_int,
@@ -72,22 +71,14 @@ OPTIONS = OptionTable(
         value("--setup", help="with --submit: shell line(s) run before each point"),
         *SCRIPT_ARGUMENTS,
     ),
-)  # fmt: skip
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="a grid over a script's arguments: one run per point, a table and a plot",
-        description="Run SCRIPT once per point of the --param grid, each in its own run "
+help="a grid over a script's arguments: one run per point, a table and a plot",
+ description="Run SCRIPT once per point of the --param grid, each in its own run "
         "directory under --out (named after the point, e.g. lr=0.001,batch=32), locally or as "
         "one SLURM job array (--submit). Running the same command again skips the points that "
         "completed and runs the failed or unfinished ones again. At the end: a table (status, "
         "final metrics, verify's verdict, explain's cause of each failure), sweep.csv and "
         "sweep.png.",
-    )
+)  # fmt: skip
 
 
 def points_of(texts: Sequence[str]) -> list[Point]:

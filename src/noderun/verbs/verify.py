@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from noderun.cli_output import print_json
 from noderun.verbs.options import (
     OptionTable,
-    add_verb,
     positional,
     positive_int,
     refuse_unless_applies,
@@ -55,22 +54,14 @@ OPTIONS = OptionTable(
             "a script that does not use noderun's runtime gets SKIP for what it did not leave",
         ),
     ),
+    help="check that a finished run is healthy (PASS/FAIL per check)",
+    description="Check a run directory: run.json and its exit status, runtime.json, "
+    "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
+    "the final checkpoint loads, no rank with errors; under SLURM also sacct_summary.txt and "
+    "the job's final state. A script that does not call noderun.init() is judged from what "
+    "it left (the launcher's exit codes, its logs, Lightning's metrics, its checkpoints): "
+    "what needs noderun's runtime says SKIP and why. Exit 0 healthy, 1 not, 2 bad input.",
 )
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    add_verb(
-        sub,
-        OPTIONS,
-        main,
-        help="check that a finished run is healthy (PASS/FAIL per check)",
-        description="Check a run directory: run.json and its exit status, runtime.json, "
-        "world size and backend as asked, metrics.csv (epochs increasing, losses finite), "
-        "the final checkpoint loads, no rank with errors; under SLURM also sacct_summary.txt and "
-        "the job's final state. A script that does not call noderun.init() is judged from what "
-        "it left (the launcher's exit codes, its logs, Lightning's metrics, its checkpoints): "
-        "what needs noderun's runtime says SKIP and why. Exit 0 healthy, 1 not, 2 bad input.",
-    )
 
 
 def main(args: argparse.Namespace) -> int:
