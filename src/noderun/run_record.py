@@ -57,15 +57,18 @@ class Follower:
     def alive(self) -> bool:
         """False only when it is known gone: a process of this host that has exited (another
         host's cannot be checked from here)."""
-        if self.host != socket.gethostname():
-            return True
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
+        return self.host != socket.gethostname() or pid_alive(self.pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ from typing import Any
 
 from noderun import atomic
 from noderun.errors import UsageError
-from noderun.run_record import RunRecord
+from noderun.run_record import RunRecord, pid_alive
 
 RUN_JSON = "run.json"
 RUNTIME_JSON = "runtime.json"
@@ -162,17 +162,7 @@ def lock_owner(run_dir: Path) -> str | None:
 
 def _alive(run_dir: Path, pid: int) -> bool:
     """The lock's process lives and holds it (a reused pid holds no flock)."""
-    return _pid_alive(pid) and _held(run_dir)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    return pid_alive(pid) and _held(run_dir)
 
 
 def stale_lock(run_dir: Path) -> str | None:
