@@ -492,11 +492,8 @@ def strip_keywords(words: list[Word]) -> list[Word]:
     while i < len(words) and words[i].text in _KEYWORDS:
         i += 1
     rest = words[i:]
-    if rest and rest[0].text in _CLOSERS:
-        return []
-    if (rest and rest[0].text in ("for", "case", "select", "function")) or (
-        rest and rest[0].text.endswith("()")
-    ):
+    head = rest[0].text if rest else ""
+    if head in _CLOSERS or head in ("for", "case", "select", "function") or head.endswith("()"):
         return []
     return rest
 
