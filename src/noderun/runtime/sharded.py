@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.metadata import Metadata
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -103,9 +104,13 @@ class _OnceReader(FileSystemReader):
         return self._metadata
 
 
-def _corrupt(path: Path, err: Exception) -> UsageError:
+def _corrupt(path: Path, err: BaseException) -> UsageError:
+    if isinstance(err, CheckpointException) and err.failures:  # each rank's error + traceback
+        err = next(iter(err.failures.values()))[0]  # the first rank's error says what is wrong
+    lines = str(err).strip().splitlines() or [""]
+    detail = lines[0] if len(lines[0]) <= 160 else lines[0][:159] + "…"  # one line, not a page
     return UsageError(
-        f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {err})",
+        f"checkpoint {path / checkpoint.SHARDS_DIR} is corrupt ({type(err).__name__}: {detail})",
         "resume from an earlier checkpoint",
     )
 
@@ -137,7 +142,10 @@ def load_into(
     shards: dict[str, Any] = {"model": model_state}
     if optimizer is not None:
         shards["optim"], _ = _split(cast(Mapping[str, Any], optim_state["state"]))
-    dcp_load(shards, storage_reader=reader)
+    try:
+        dcp_load(shards, storage_reader=reader)  # a damaged shard fails on every rank alike
+    except CheckpointException as err:
+        raise _corrupt(path, err) from None
     trainer = checkpoint.torch_load_checked(path / checkpoint.TRAINER_FILE)
     if optimizer is None:
         set_state_dict(model, [], model_state_dict=shards["model"], optim_state_dict={})
@@ -160,7 +168,7 @@ def load_full(path: Path, map_location: str | torch.device = "cpu") -> dict[str,
         with warnings.catch_warnings():  # "no process group: loading in one process" is the point
             warnings.simplefilter("ignore", UserWarning)
             shards = _load_state_dict_from_keys(checkpoint_id=str(path / checkpoint.SHARDS_DIR))
-    except Exception as err:
+    except (Exception, CheckpointException) as err:  # DCP's own error is a BaseException
         raise _corrupt(path, err) from None
     state = dict(trainer)
     state["model"] = {k: v.to(map_location) for k, v in shards["model"].items()}
