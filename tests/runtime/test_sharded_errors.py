@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import warnings
 from pathlib import Path
 
@@ -29,3 +30,23 @@ def test_a_damaged_shard_is_one_line_not_dcps_traceback(tmp_path: Path) -> None:
         sharded.load_full(tmp_path)
     assert "\n" not in err.value.problem and "Traceback" not in err.value.problem
     assert "resume from an earlier checkpoint" in err.value.hint
+
+
+def test_a_full_disk_under_dcp_reaches_the_write_error_handling_as_its_oserror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DCP wraps a rank's ENOSPC in its CheckpointException (a BaseException, which the
+    checkpointer's ``except Exception`` missed): the save raises the OSError it wraps, so a
+    full disk under a sharded model is the same one-line write error as under DDP."""
+    from types import SimpleNamespace
+
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise CheckpointException("save", {0: (OSError(errno.ENOSPC, "No space left"), None)})
+
+    monkeypatch.setattr(sharded, "dcp_save", full_disk)
+    ctx = SimpleNamespace(is_main=True, barrier=lambda: None)
+    with pytest.raises(OSError) as raised:
+        sharded.save(ctx, torch.nn.Linear(2, 2), None, {}, tmp_path, "epoch-0001", {}, 2, None)  # type: ignore[arg-type]
+    assert raised.value.errno == errno.ENOSPC

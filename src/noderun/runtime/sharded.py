@@ -75,7 +75,12 @@ def save(
         shards["optim"] = tensors
         trainer["optimizer_other"] = others
         trainer["optimizer_param_groups"] = optim_state["param_groups"]
-    dcp_save(shards, storage_writer=FileSystemWriter(tmp / checkpoint.SHARDS_DIR, sync_files=True))
+    try:
+        dcp_save(
+            shards, storage_writer=FileSystemWriter(tmp / checkpoint.SHARDS_DIR, sync_files=True)
+        )
+    except CheckpointException as err:  # a BaseException: the caller's write-error handling
+        raise _first_error(err) from None  # wants the OSError (a full disk) it wraps
     ctx.barrier()  # every shard is on disk before rank 0 commits
     if collect is None:  # not rank 0
         return None
@@ -104,9 +109,14 @@ class _OnceReader(FileSystemReader):
         return self._metadata
 
 
+def _first_error(err: CheckpointException) -> BaseException:
+    """DCP's error carries each rank's error and traceback: the first rank's says what it is."""
+    return next(iter(err.failures.values()))[0] if err.failures else err
+
+
 def _corrupt(path: Path, err: BaseException) -> UsageError:
-    if isinstance(err, CheckpointException) and err.failures:  # each rank's error + traceback
-        err = next(iter(err.failures.values()))[0]  # the first rank's error says what is wrong
+    if isinstance(err, CheckpointException):
+        err = _first_error(err)
     lines = str(err).strip().splitlines() or [""]
     detail = lines[0] if len(lines[0]) <= 160 else lines[0][:159] + "…"  # one line, not a page
     return UsageError(
