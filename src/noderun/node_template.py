@@ -8,6 +8,8 @@ library only until it imports torch, single-threaded:
 
     python /…/noderun/node_template.py -m torch.distributed.run ARGS…   (node 0's agent argv)
 
+(any ``-m MODULE`` works: the tests use a small one; noderun forks torchrun agents only).
+
 Its stdin is one end of a ``SOCK_SEQPACKET`` socket pair. It answers ``{"ready": pid}`` once
 ``torch.distributed.run`` is imported (or ``{"error": text}``), then serves requests
 ``{"id", "argv", "env", "cwd"}`` that carry three descriptors (stdin, stdout, stderr of the agent,
@@ -58,7 +60,6 @@ import traceback
 from typing import Any, NoReturn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODULE = "torch.distributed.run"
 MAX_MESSAGE = 1 << 22  # a request: argv + a whole environment
 CTL_FD = 0  # the launcher hands the socket over as stdin
 PR_SET_PDEATHSIG = 1
@@ -79,21 +80,22 @@ def _send(ctl: socket.socket, message: dict[str, Any]) -> None:
         ctl.send(json.dumps(message).encode())
 
 
-def _import_quietly() -> tuple[bytes, bytes]:
-    """Import torch's launcher with fds 1 and 2 captured: what it printed (warnings), to be
-    replayed into every agent's own streams."""
+def _import_quietly(module: str) -> tuple[bytes, bytes]:
+    """Import ``module`` (torch's launcher) with fds 1 and 2 captured: what it printed
+    (warnings), to be replayed into every agent's own streams."""
     saved = [os.dup(1), os.dup(2)]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
             try:
-                __import__(MODULE)
+                __import__(module)
                 # what it imported stays; the module itself runs fresh as each agent's __main__,
                 # as `-m` runs it (no copy of it in sys.modules, none on its package)
-                sys.modules.pop(MODULE)
-                package, _, name = MODULE.rpartition(".")
-                delattr(sys.modules[package], name)
+                sys.modules.pop(module)
+                package, _, name = module.rpartition(".")
+                if package:
+                    delattr(sys.modules[package], name)
             finally:
                 for stream in (sys.stdout, sys.stderr):
                     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -112,8 +114,9 @@ class _Template:
     """What every forked agent starts from: the captured import output and the rank entry's
     ``-m`` setup and exit (loaded by path before any fork)."""
 
-    def __init__(self, ctl: socket.socket, replay: tuple[bytes, bytes]) -> None:
+    def __init__(self, ctl: socket.socket, module: str, replay: tuple[bytes, bytes]) -> None:
         self.ctl = ctl
+        self.module = module
         self.replay = replay
         self.pid = os.getpid()
         self.entry = _load("rank_entry")
@@ -152,9 +155,10 @@ def _agent(
                 with contextlib.suppress(OSError):
                     os.write(fd, data)
         argv = list(request["argv"])
-        sys.argv = argv[argv.index(MODULE) + 1 :]
-        sys.argv.insert(0, MODULE)
-        code, module = entry._module_code(MODULE)
+        if argv[1:3] != ["-m", template.module]:
+            raise ValueError(f"not an agent of {template.module}: {argv[:3]}")
+        sys.argv = argv[2:]  # [MODULE, ARGS…]; -m's setup puts the module's path first
+        code, module = entry._module_code(template.module)
         try:
             exec(code, module.__dict__)
             status = 0
@@ -235,7 +239,10 @@ def main() -> None:
     os.close(devnull)
     sys.path[0] = os.getcwd()  # what `python -m` puts first (not this file's folder)
     try:
-        template = _Template(ctl, _import_quietly())
+        if sys.argv[1:2] != ["-m"] or len(sys.argv) < 3:
+            raise ValueError("usage: node_template.py -m MODULE [ARGS…]")
+        module = sys.argv[2]
+        template = _Template(ctl, module, _import_quietly(module))
     except BaseException as err:  # any failure: the launcher execs its agents instead
         _send(ctl, {"error": f"{type(err).__name__}: {err}"})
         return
