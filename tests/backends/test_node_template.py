@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from noderun.backends import templated
-from noderun.backends.templated import NodeTemplate, open_template
+from noderun.backends.templated import NodeTemplate, TemplatedAgent, open_template
 from noderun.plan import NodeCommand
 from tests.conftest import noderun
 
@@ -61,7 +61,7 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[NodeTempl
     template.close()
 
 
-def _spawn(template: NodeTemplate, *args: str, env: dict[str, str] | None = None) -> object:
+def _spawn(template: NodeTemplate, *args: str, env: dict[str, str] | None = None) -> TemplatedAgent:
     argv = [sys.executable, "-m", "probe_mod", *args]
     return template.spawn(argv, env or {**os.environ, "PYTHONUNBUFFERED": "1"}, os.getcwd())
 
@@ -81,10 +81,10 @@ def test_a_forked_agent_ends_as_python_m_would(
     probe: NodeTemplate, tmp_path: Path, args: tuple[str, ...], code: int
 ) -> None:
     agent = _spawn(probe, *args)
-    assert agent.wait(timeout=20) == code  # type: ignore[attr-defined]
+    assert agent.wait(timeout=20) == code
     plain = subprocess.run([sys.executable, "-m", "probe_mod", *args], cwd=tmp_path, check=False)
     assert plain.returncode == code  # the exec'd one, for comparison
-    err = agent.stderr.read()  # type: ignore[attr-defined]
+    err = agent.stderr.read()
     if args == ("raise",):
         assert "ValueError: deliberate" in err and "node_template" not in err
 
@@ -143,10 +143,10 @@ def test_templates_and_agents_die_with_a_sigkilled_launcher(tmp_path: Path) -> N
 
 def test_closing_the_template_ends_its_agents(probe: NodeTemplate) -> None:
     agent = _spawn(probe, "sleep")
-    assert agent.stdout.readline() == "up\n"  # type: ignore[attr-defined]
+    assert agent.stdout.readline() == "up\n"
     probe.close()
-    assert agent.wait(timeout=10) == -signal.SIGKILL  # type: ignore[attr-defined]
-    assert not psutil.pid_exists(agent.pid) or psutil.Process(agent.pid).status() == "zombie"  # type: ignore[attr-defined]
+    assert agent.wait(timeout=10) == -signal.SIGKILL
+    assert not psutil.pid_exists(agent.pid) or psutil.Process(agent.pid).status() == "zombie"
     with pytest.raises(OSError):
         _spawn(probe, "exit", "0")
 
