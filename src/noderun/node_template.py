@@ -39,15 +39,18 @@ stdio objects are reused). The ranks, where the user's program and its CUDA/NCCL
 live, are still exec'd fresh by the agent with the node's environment. Anything else (SSH nodes,
 other argv, a differing variable) is exec'd as before.
 
-What differs from an exec'd agent: ``/proc/PID/cmdline`` and ``/proc/PID/environ`` show the
-template's (node 0's argv after this file's path; the gang's shared environment without the
-per-node ``NODERUN_*`` variables), and import-time output (warnings) is printed by the template
-once, into each agent's stderr/stdout when it starts (replayed from a capture).
+What differs from an exec'd agent: ``/proc/PID/environ`` shows the template's (the gang's
+shared environment, without the per-node ``NODERUN_*`` variables: a look from outside at an
+agent's environment finds the run directory but no node rank); ``/proc/PID/cmdline`` is the
+agent's own argv, written over the template's in place, followed by NUL padding (``ps`` shows
+trailing blanks); import-time output (warnings) is printed by the template once and replayed
+into each agent's stdout/stderr when it starts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -123,6 +126,18 @@ class _Template:
         self.prctl = _load("proc_guard")._PRCTL
 
 
+def _retitle(argv: list[str]) -> None:
+    """Show ``argv`` as this process's command line (``ps``, ``/proc/PID/cmdline``): written
+    over the template's own argument strings, in place (they are as long as the longest agent's
+    argv: the launcher starts the template with it), NUL-padded. Best effort."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (stat fields 48, 49)
+        data = b"\0".join(os.fsencode(arg) for arg in argv)[: end - start - 1]
+        ctypes.memmove(start, data.ljust(end - start, b"\0"), end - start)
+
+
 def _agent(
     template: _Template, request: dict[str, Any], fds: list[int], closing: list[int]
 ) -> NoReturn:
@@ -147,6 +162,7 @@ def _agent(
         for fd in set(fds):
             if fd > 2:
                 os.close(fd)
+        _retitle(request["argv"])
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

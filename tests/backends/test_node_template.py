@@ -193,15 +193,21 @@ def test_a_template_that_cannot_start_is_given_up(
 
 @pytest.mark.slow
 def test_noderun_run_forks_its_local_agents(tmp_path: Path) -> None:
-    """Each rank's agent's parent is the template; the run's output is as usual."""
+    """Each rank's agent's parent is the template, the agent shows its own command line;
+    the run's output is as usual."""
     script = tmp_path / "whose.py"
     script.write_text(
         textwrap.dedent(
             """
             import os
-            agent = int(open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1])
-            cmd = open(f"/proc/{agent}/cmdline").read().replace("\\0", " ")
-            print("template" if "node_template.py" in cmd else "exec", os.environ["RANK"])
+            def parent(pid):
+                return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            agent = os.getppid()
+            own = open(f"/proc/{agent}/cmdline").read().rstrip("\\0").split("\\0")
+            assert own[1:3] == ["-m", "torch.distributed.run"], own  # its own argv, as exec'd
+            assert f"--node-rank={os.environ['GROUP_RANK']}" in own, own
+            above = open(f"/proc/{parent(agent)}/cmdline").read()
+            print("template" if "node_template.py" in above else "exec", os.environ["RANK"])
             """
         )
     )

@@ -238,8 +238,9 @@ def open_template(
     ranks = {n.node_rank for n in agents if forkable(envs[n.node_rank], base)}
     if len(ranks) < 2:
         return None, set()
-    first = next(n for n in agents if n.node_rank in ranks)
+    # the longest argv: each agent writes its own over the template's (node_template._retitle)
+    title = max((n.argv for n in agents if n.node_rank in ranks), key=lambda a: len("".join(a)))
     try:
-        return NodeTemplate(first.argv[0], first.argv[1:], base), ranks
+        return NodeTemplate(title[0], title[1:], base), ranks
     except (OSError, ValueError, subprocess.SubprocessError):
         return None, set()
