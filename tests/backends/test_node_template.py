@@ -213,7 +213,7 @@ def test_noderun_run_forks_its_local_agents(tmp_path: Path) -> None:
     )
     run_dir = tmp_path / "run"
     args = ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir), str(script)]
-    out = noderun(args)
+    out = noderun(args, NODERUN_NODE_TEMPLATE="1")  # whatever the suite runs with
     assert out.returncode == 0, out.stderr
     assert sorted(line.split("| ", 1)[1] for line in out.stdout.splitlines() if "| " in line) == [
         "template 0",
