@@ -111,7 +111,7 @@ test-soak: dev lab ssh-lab
 
 # the benchmark scripts (bench/): each prints its figures and one headline ratio
 BENCH := launch_overhead slurm_launch srun_vs_submitit ssh_launch checkpoint loop_overhead \
-	explain doctor stacks flare_round profile_overhead
+	explain doctor stacks flare_round profile_overhead local_start
 bench: dev lab ssh-lab
 	@for b in $(BENCH); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; done
 

@@ -45,7 +45,9 @@ def clean_env(**extra: str) -> dict[str, str]:
         "NODERUN_",
         "OMPI_COMM_WORLD_",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    # kept: how local agents start (NODERUN_NODE_TEMPLATE=0 runs the tests on the exec path)
+    keep = ("NODERUN_NODE_TEMPLATE",)
+    env = {k: v for k, v in os.environ.items() if k in keep or not k.startswith(drop)}
     env.update(extra)
     return env
 

@@ -22,6 +22,7 @@ from noderun import failures, proc_guard, rundir
 from noderun.backends.log_router import LogRouter
 from noderun.backends.result import Failure, Result, seen_exits
 from noderun.backends.supervise import RankPlace, rank_places
+from noderun.backends.templated import NodeTemplate, TemplatedAgent, open_template
 from noderun.plan import LaunchPlan, NodeCommand
 from noderun.run_record import RunRecord, RunShape, versions
 
@@ -102,7 +103,9 @@ class LocalSupervisor:
         self.router = LogRouter(self.logs, console or sys.stdout, plan.nproc_per_node, show)
         self._cancelled = False
         self._began = time.monotonic()
-        self._procs: dict[int, subprocess.Popen[str]] = {}
+        self._procs: dict[int, subprocess.Popen[str] | TemplatedAgent] = {}
+        self._template: NodeTemplate | None = None  # forks the local agents (templated.py)
+        self._forked: set[int] = set()  # the node ranks it forks
         self._sinks: dict[int, _NodeOutput] = {}
         self._threads: dict[int, list[threading.Thread]] = {}
         self._before: dict[int, set[str]] = {}  # an earlier attempt's torchelastic folders
@@ -152,19 +155,34 @@ class LocalSupervisor:
             for node in self.plan.nodes
         }
         try:
+            envs = {node.node_rank: self._env(node) for node in self.plan.nodes}
+            self._template, self._forked = open_template(self.plan.nodes, envs)
             for node in self.plan.nodes:
-                self._start_node(node)
+                self._start_node(node, envs[node.node_rank])
         except BaseException:
             self._close()
             raise
 
-    def _start_node(self, node: NodeCommand) -> None:
+    @staticmethod
+    def _env(node: NodeCommand) -> dict[str, str]:
         # a rank that starts after its agent already died (the launcher SIGKILLed before the
         # rank could ask for a parent-death signal) sees this pid gone
         alive = {} if node.remote else {proc_guard.LAUNCHER_PID: str(os.getpid())}
-        proc = subprocess.Popen(
+        return {**os.environ, **node.env, **alive}
+
+    def _fork(self, node: NodeCommand, env: dict[str, str]) -> TemplatedAgent | None:
+        """The node's agent forked from the template, or None (then it is exec'd)."""
+        if self._template is None or node.node_rank not in self._forked:
+            return None
+        try:
+            return self._template.spawn(node.argv, env, os.getcwd())
+        except OSError:
+            return None
+
+    def _start_node(self, node: NodeCommand, env: dict[str, str]) -> None:
+        proc = self._fork(node, env) or subprocess.Popen(
             node.argv,
-            env={**os.environ, **node.env, **alive},
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # over SSH the far end's guard ends the node when this pipe closes
@@ -305,12 +323,14 @@ class LocalSupervisor:
         """SIGTERM every agent and worker, SIGKILL what is left after the grace period.
         Remote nodes: closing their stdin makes the guard on the host end them."""
         procs = self._procs
+        # the template outlives its agents to report how they ended; closed once they did
+        spare = {self._template.pid} if self._template else set()
         for proc in procs.values():
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
         me = psutil.Process()
-        victims = self._descendants(me)
+        victims = self._descendants(me, spare)
         for proc in victims:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
@@ -318,7 +338,7 @@ class LocalSupervisor:
         while time.monotonic() < deadline and any(p.poll() is None for p in procs.values()):
             time.sleep(0.05)
         for _ in range(3):
-            victims = self._descendants(me)
+            victims = self._descendants(me, spare)
             if not victims:
                 break
             for proc in victims:
@@ -328,12 +348,19 @@ class LocalSupervisor:
         for proc in procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+        if self._template is not None:
+            self._template.close()
+            self._template = None
         self._reap_orphans()
 
     @staticmethod
-    def _descendants(me: psutil.Process) -> list[psutil.Process]:
+    def _descendants(me: psutil.Process, spare: set[int]) -> list[psutil.Process]:
         try:
-            return [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+            return [
+                p
+                for p in me.children(recursive=True)
+                if p.pid not in spare and p.status() != psutil.STATUS_ZOMBIE
+            ]
         except psutil.Error:
             return []
 
