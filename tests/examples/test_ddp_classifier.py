@@ -1,4 +1,5 @@
-"""The demo workload end to end: 2 nodes x 2 processes, demo settings, then `noderun verify`."""
+"""The demo workload end to end: 2 nodes x 2 processes, demo settings, then `noderun verify`:
+the commands of docs/launching.md, run as written (that page's test runs them only here)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,20 @@ import pytest
 from noderun import checkpoint as public
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
-from tests.conftest import ROOT, noderun, run_args
+from tests.conftest import noderun
+from tests.docs.test_snippets import run_snippet_of
 
 pytestmark = pytest.mark.slow
 
 
 def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
-    run_dir = tmp_path / "demo"
-    result = noderun(
-        run_args(ROOT / "examples" / "ddp_classifier.py", run_dir),
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_snippet_of(  # noderun run ... examples/ddp_classifier.py; noderun verify
+        "docs/launching.md",
+        "tests/examples/test_ddp_classifier.py::test_classifier_reaches_95_percent_and_verifies",
+        tmp_path,
+    )  # exit 0 of both asserted
+    run_dir = tmp_path / "runs" / "local"
+    assert "verdict: HEALTHY" in result.stdout
     assert "0:0| training on 4 ranks (gloo, cpu)" in result.stdout
     assert not any(line.startswith(("0:1|", "1:2|", "1:3|")) for line in result.stdout.splitlines())
 
