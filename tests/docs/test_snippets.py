@@ -144,11 +144,13 @@ def test_every_snippet_is_accounted_for() -> None:
         opts = snippet.options
         unknown = set(opts) - {"save", "lane", "excerpt", "skip", "reason", "test"}
         assert not unknown, f"{snippet.where}: unknown snippet option(s) {sorted(unknown)}"
-        if "test" in opts:  # that test exists and runs this page's block
+        if "test" in opts:  # that test exists and runs this page's block (or its fixture)
             path, _, name = opts["test"].partition("::")
             source = (ROOT / path).read_text() if (ROOT / path).is_file() else ""
+            assert f"def {name}(" in source, f"{snippet.where}: no test {opts['test']}"
+            source += (ROOT / "tests" / "conftest.py").read_text()  # session fixtures
             page = str(snippet.page.relative_to(ROOT))
-            assert f"def {name}(" in source and "run_snippet_of" in source, snippet.where
+            assert "run_snippet_of" in source, snippet.where
             assert f'"{page}"' in source, f"{snippet.where}: {path} does not run {page}"
             assert snippet.language == "sh", snippet.where
         if "skip" in opts:

@@ -14,21 +14,15 @@ from noderun import checkpoint as public
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
 from tests.conftest import noderun
-from tests.docs.test_snippets import run_snippet_of
 
 pytestmark = pytest.mark.slow
 
 
-def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
-    result = run_snippet_of(  # noderun run ... examples/ddp_classifier.py; noderun verify
-        "docs/launching.md",
-        "tests/examples/test_ddp_classifier.py::test_classifier_reaches_95_percent_and_verifies",
-        tmp_path,
-    )  # exit 0 of both asserted
-    run_dir = tmp_path / "runs" / "local"
-    assert "verdict: HEALTHY" in result.stdout
-    assert "0:0| training on 4 ranks (gloo, cpu)" in result.stdout
-    assert not any(line.startswith(("0:1|", "1:2|", "1:3|")) for line in result.stdout.splitlines())
+def test_classifier_reaches_95_percent_and_verifies(demo_run: tuple[Path, str]) -> None:
+    run_dir, stdout = demo_run  # run_snippet_of("docs/launching.md", ...) in tests/conftest.py
+    assert "verdict: HEALTHY" in stdout
+    assert "0:0| training on 4 ranks (gloo, cpu)" in stdout
+    assert not any(line.startswith(("0:1|", "1:2|", "1:3|")) for line in stdout.splitlines())
 
     with open(run_dir / "metrics.csv", newline="") as handle:
         reader = csv.DictReader(handle)
