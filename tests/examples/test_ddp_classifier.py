@@ -13,7 +13,7 @@ import pytest
 from noderun import checkpoint as public
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
-from tests.conftest import noderun
+from tests.conftest import cli
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def test_classifier_reaches_95_percent_and_verifies(demo_run: tuple[Path, str]) 
     assert "model" in state and any(k.endswith("weight") for k in state["model"])
     assert len(checkpoint.checkpoints(run_dir / "checkpoints")) <= 3  # keep the latest k
 
-    verify = noderun(["verify", str(run_dir), "--json"])
+    verify = cli(["verify", str(run_dir), "--json"])
     assert verify.returncode == 0, verify.stdout + verify.stderr
     report = json.loads(verify.stdout)
     assert report["healthy"] is True

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from noderun import checkpoint
-from tests.conftest import noderun
+from tests.conftest import cli, noderun
 from tests.examples.llm_helpers import STEP_LINE, eval_lines, finetune_args, metrics
 
 pytestmark = pytest.mark.slow
@@ -71,7 +71,7 @@ def test_fsdp_lora_on_2x2_ranks_logs_evaluates_and_checkpoints(first: dict) -> N
     assert state["scheduler"]["last_epoch"] == 4
     assert any("lora_A" in k for k in state["optimizer"]["state"])  # only LoRA is optimized
     assert not any("lora" not in k for k in state["optimizer"]["state"])
-    verify = noderun(["verify", str(run_dir), "--json"])  # step rows, sharded checkpoint
+    verify = cli(["verify", str(run_dir), "--json"])  # step rows, sharded checkpoint
     assert verify.returncode == 0, verify.stdout + verify.stderr
     checks = {c["check"]: c for c in json.loads(verify.stdout)["checks"]}
     assert checks["epochs"]["detail"] == "5 step rows, last step 4, increasing"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from noderun.verify.summary import _fmt
-from tests.conftest import SCRIPTS, noderun
+from tests.conftest import SCRIPTS, cli, noderun
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def assert_valid_png(path: Path) -> tuple[int, int]:
 
 def test_summary_of_the_classifier(demo_run: tuple[Path, str]) -> None:
     run_dir = demo_run[0]  # the demo of docs/launching.md: 2 x 2 ranks, 12 epochs
-    result = noderun(["verify", str(run_dir), "--summary"])
+    result = cli(["verify", str(run_dir), "--summary"])
     assert result.returncode == 0, result.stdout
     summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
     assert f"summary: {run_dir / 'EXECUTION_SUMMARY.md'}" in result.stdout
@@ -62,7 +62,7 @@ def test_summary_of_a_plain_script_names_what_it_lacks(tmp_path: Path) -> None:
     plain = str(SCRIPTS / "plain_ddp.py")
     ran = noderun(["run", "--nnodes", "2", "--run-dir", str(run_dir), plain])
     assert ran.returncode == 0, ran.stderr[-3000:]
-    result = noderun(["verify", str(run_dir), "--summary"])
+    result = cli(["verify", str(run_dir), "--summary"])
     assert result.returncode == 0, result.stdout
     summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
     assert "plain_ddp.py" in summary and "status: completed, exit code 0" in summary
