@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import job_state
-from tests.conftest import ROOT, clean_env, noderun
+from tests.conftest import ROOT, clean_env, cli, noderun
 from tests.slurm.lab import (
     CLASSIFIER,
     PYTHON,
@@ -212,7 +212,7 @@ def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: 
         assert stages["rank_started"] == stages["rank_exited"] == world, name
         launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
         assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
-        assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
+        assert cli(["verify", str(tmp_path / name)]).returncode == 0, name
 
 
 def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, clean_env, noderun
+from tests.conftest import ROOT, clean_env, cli, noderun
 from tests.slurm.lab import PYTHON, require_lab, salloc
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -30,7 +30,7 @@ def _trained(run_dir: Path, output: str, world: int) -> None:
         assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}" in output
     (metrics,) = run_dir.glob("lightning_logs/version_*/metrics.csv")
     assert "val_accuracy" in metrics.read_text().splitlines()[0]
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0 and "verdict: HEALTHY" in verified.stdout, verified.stdout
 
 
