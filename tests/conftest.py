@@ -195,6 +195,22 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="session")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain torch DDP script (tests/explain/scenarios/plain_ddp.py: no noderun import)
+    under ``noderun run`` on 2 x 1 ranks, rank 0 saving checkpoints/model.pt: what verify's
+    and the summary's tests of a plain script read (they write nothing but the summary)."""
+    run_dir = tmp_path_factory.mktemp("plain-run") / "plain"
+    script = ROOT / "tests" / "explain" / "scenarios" / "plain_ddp.py"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
+         str(script), "--out", str(run_dir), "--exit-hard"],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run_dir
+
+
+@pytest.fixture(scope="session")
 def llm_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/llm's instruction JSONL, written by its prepare_data.py."""
     from tests.examples.llm_helpers import example

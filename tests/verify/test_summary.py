@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from noderun.verify.summary import _fmt
-from tests.conftest import SCRIPTS, cli, noderun
+from tests.conftest import cli
 
 pytestmark = pytest.mark.slow
 
@@ -57,11 +57,8 @@ def test_summary_of_the_classifier(demo_run: tuple[Path, str]) -> None:
     assert assert_valid_png(run_dir / "losses.png") == (600, 400)
 
 
-def test_summary_of_a_plain_script_names_what_it_lacks(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    plain = str(SCRIPTS / "plain_ddp.py")
-    ran = noderun(["run", "--nnodes", "2", "--run-dir", str(run_dir), plain])
-    assert ran.returncode == 0, ran.stderr[-3000:]
+def test_summary_of_a_plain_script_names_what_it_lacks(plain_run: Path) -> None:
+    run_dir = plain_run  # the run test_plain_scripts verifies: 2 x 1 ranks, a checkpoint
     result = cli(["verify", str(run_dir), "--summary"])
     assert result.returncode == 0, result.stdout
     summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
