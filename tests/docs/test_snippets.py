@@ -192,7 +192,11 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
 @pytest.mark.slurm
 @pytest.mark.parametrize(
     "page",
-    [p for p in PAGES if any(s.options.get("lane") == "slurm" for s in snippets(p))],
+    [
+        p
+        for p in PAGES
+        if any(s.options.get("lane") == "slurm" and "test" not in s.options for s in snippets(p))
+    ],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_page_snippets_run_on_the_lab(page: Path, tmp_path: Path) -> None:
