@@ -181,6 +181,37 @@ def scripts() -> Path:
     return SCRIPTS
 
 
+DEMO_TEST = "tests/examples/test_ddp_classifier.py::test_classifier_reaches_95_percent_and_verifies"
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The demo of docs/launching.md, run once as written (the classifier on 2 x 2 ranks, its
+    12 epochs, then ``noderun verify``): its run directory and output. test_ddp_classifier
+    checks the run, test_summary the summary of it (exit 0 of both commands asserted)."""
+    from tests.docs.test_snippets import run_snippet_of
+
+    cwd = tmp_path_factory.mktemp("launching")
+    result = run_snippet_of("docs/launching.md", DEMO_TEST, cwd)
+    return cwd / "runs" / "local", result.stdout
+
+
+@pytest.fixture(scope="session")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain torch DDP script (tests/explain/scenarios/plain_ddp.py: no noderun import)
+    under ``noderun run`` on 2 x 1 ranks, rank 0 saving checkpoints/model.pt: what verify's
+    and the summary's tests of a plain script read (they write nothing but the summary)."""
+    run_dir = tmp_path_factory.mktemp("plain-run") / "plain"
+    script = ROOT / "tests" / "explain" / "scenarios" / "plain_ddp.py"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
+         str(script), "--out", str(run_dir), "--exit-hard"],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return run_dir
+
+
 @pytest.fixture(scope="session")
 def llm_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/llm's instruction JSONL, written by its prepare_data.py."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, clean_env, noderun, processes_running, run_args
+from tests.conftest import SCRIPTS, clean_env, cli, noderun, processes_running, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
     assert all(stages[s]["count"] == 4 for s in ("rank_started", "process_group_up", "rank_exited"))
     firsts = [stages[s]["first"] for s in order]
     assert firsts == sorted(firsts), firsts
-    shown = noderun(["verify", str(run_dir), "--timeline", "--skip=checkpoint", "--skip=metrics"])
+    shown = cli(["verify", str(run_dir), "--timeline", "--skip=checkpoint", "--skip=metrics"])
     assert "rank_started" in shown.stdout and "teardown_done" in shown.stdout, shown.stdout
 
 

@@ -9,6 +9,8 @@ An HTML comment right above a block says how to run it:
 - ``save=NAME``: the block is written to NAME in that folder for the page's later blocks;
 - ``lane=slurm``: a shell block run in the Slurm lane (on the lab);
 - ``excerpt=PATH``: the block is a verbatim excerpt of that file, which its own tests run;
+- ``test=PATH::NAME``: a shell block that test runs itself, as written, through
+  ``run_snippet_of`` (one run for the page and the test's own assertions on what it left);
 - ``skip reason="…"``: run elsewhere (the reason names where); a skip without a reason fails.
 """
 
@@ -79,7 +81,9 @@ def _option(word: str) -> tuple[str, str]:
 ALL = [s for page in PAGES for s in snippets(page)]
 
 
-def _run(snippet: Snippet, command: list[str], cwd: Path, timeout: float) -> None:
+def _run(
+    snippet: Snippet, command: list[str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -90,6 +94,7 @@ def _run(snippet: Snippet, command: list[str], cwd: Path, timeout: float) -> Non
         f"{snippet.where} failed with exit {proc.returncode}:\n{snippet.code}\n"
         f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-3000:]}"
     )
+    return proc
 
 
 def _page_dir(tmp_path: Path) -> Path:
@@ -103,7 +108,7 @@ def run_page(page: Path, lane: str, tmp_path: Path) -> int:
     ran = 0
     for number, snippet in enumerate(snippets(page)):
         opts = snippet.options
-        if "skip" in opts or "excerpt" in opts:
+        if "skip" in opts or "excerpt" in opts or "test" in opts:
             continue
         if "save" in opts:
             (cwd / opts["save"]).write_text(snippet.code)
@@ -122,13 +127,32 @@ def run_page(page: Path, lane: str, tmp_path: Path) -> int:
     return ran
 
 
+def run_snippet_of(page: str, test: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The shell block of ``page`` (relative to the repository) marked ``test=TEST``, run as
+    ``run_page`` runs it (exit 0 asserted) in ``tmp_path``, where ``TEST`` then finds what it
+    left (the page's ``runs/...``): the page's command and the test's assertions share one run."""
+    (snippet,) = [s for s in snippets(ROOT / page) if s.options.get("test") == test]
+    assert snippet.language == "sh", snippet.where
+    command = ["bash", "-euo", "pipefail", "-c", snippet.code]
+    return _run(snippet, command, _page_dir(tmp_path), timeout=420)
+
+
 def test_every_snippet_is_accounted_for() -> None:
     """Each block runs here, is saved for a later one, is an excerpt, or says where it runs."""
     assert len(ALL) >= 10, [s.where for s in ALL]
     for snippet in ALL:
         opts = snippet.options
-        unknown = set(opts) - {"save", "lane", "excerpt", "skip", "reason"}
+        unknown = set(opts) - {"save", "lane", "excerpt", "skip", "reason", "test"}
         assert not unknown, f"{snippet.where}: unknown snippet option(s) {sorted(unknown)}"
+        if "test" in opts:  # that test exists and runs this page's block (or its fixture)
+            path, _, name = opts["test"].partition("::")
+            source = (ROOT / path).read_text() if (ROOT / path).is_file() else ""
+            assert f"def {name}(" in source, f"{snippet.where}: no test {opts['test']}"
+            source += (ROOT / "tests" / "conftest.py").read_text()  # session fixtures
+            page = str(snippet.page.relative_to(ROOT))
+            assert "run_snippet_of" in source, snippet.where
+            assert f'"{page}"' in source, f"{snippet.where}: {path} does not run {page}"
+            assert snippet.language == "sh", snippet.where
         if "skip" in opts:
             assert opts.get("reason"), f"{snippet.where}: a skipped snippet must say where it runs"
         assert opts.get("lane", "local") in ("local", "slurm"), snippet.where
@@ -168,7 +192,11 @@ def test_page_snippets_run(page: Path, tmp_path: Path) -> None:
 @pytest.mark.slurm
 @pytest.mark.parametrize(
     "page",
-    [p for p in PAGES if any(s.options.get("lane") == "slurm" for s in snippets(p))],
+    [
+        p
+        for p in PAGES
+        if any(s.options.get("lane") == "slurm" and "test" not in s.options for s in snippets(p))
+    ],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_page_snippets_run_on_the_lab(page: Path, tmp_path: Path) -> None:

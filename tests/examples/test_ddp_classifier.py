@@ -1,4 +1,5 @@
-"""The demo workload end to end: 2 nodes x 2 processes, demo settings, then `noderun verify`."""
+"""The demo workload end to end: 2 nodes x 2 processes, demo settings, then `noderun verify`:
+the commands of docs/launching.md, run as written (that page's test runs them only here)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,16 @@ import pytest
 from noderun import checkpoint as public
 from noderun.runtime import checkpoint
 from noderun.runtime.metrics import COLUMNS
-from tests.conftest import ROOT, noderun, run_args
+from tests.conftest import cli
 
 pytestmark = pytest.mark.slow
 
 
-def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
-    run_dir = tmp_path / "demo"
-    result = noderun(
-        run_args(ROOT / "examples" / "ddp_classifier.py", run_dir),
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "0:0| training on 4 ranks (gloo, cpu)" in result.stdout
-    assert not any(line.startswith(("0:1|", "1:2|", "1:3|")) for line in result.stdout.splitlines())
+def test_classifier_reaches_95_percent_and_verifies(demo_run: tuple[Path, str]) -> None:
+    run_dir, stdout = demo_run  # run_snippet_of("docs/launching.md", ...) in tests/conftest.py
+    assert "verdict: HEALTHY" in stdout
+    assert "0:0| training on 4 ranks (gloo, cpu)" in stdout
+    assert not any(line.startswith(("0:1|", "1:2|", "1:3|")) for line in stdout.splitlines())
 
     with open(run_dir / "metrics.csv", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -50,7 +47,7 @@ def test_classifier_reaches_95_percent_and_verifies(tmp_path: Path) -> None:
     assert "model" in state and any(k.endswith("weight") for k in state["model"])
     assert len(checkpoint.checkpoints(run_dir / "checkpoints")) <= 3  # keep the latest k
 
-    verify = noderun(["verify", str(run_dir), "--json"])
+    verify = cli(["verify", str(run_dir), "--json"])
     assert verify.returncode == 0, verify.stdout + verify.stderr
     report = json.loads(verify.stdout)
     assert report["healthy"] is True

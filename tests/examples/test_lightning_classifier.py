@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, noderun
+from tests.docs.test_snippets import run_snippet_of
 
 EXAMPLE = ROOT / "examples" / "lightning_classifier.py"
 pytest.importorskip("lightning", reason="the Lightning example needs noderun[lightning]")
@@ -21,13 +22,14 @@ def lightning_metrics(run_dir: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_two_nodes_by_two_processes_train_and_log_into_the_run_dir(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    result = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
-         str(EXAMPLE), "--epochs", "4"],
-        timeout=240,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    """docs/lightning.md's commands, run as written (that page's test runs them only here)."""
+    result = run_snippet_of(  # noderun run ... --epochs 4; noderun verify: exit 0 asserted
+        "docs/lightning.md",
+        "tests/examples/test_lightning_classifier.py::"
+        "test_two_nodes_by_two_processes_train_and_log_into_the_run_dir",
+        tmp_path,
+    )
+    run_dir = tmp_path / "runs" / "lightning"
     assert "All distributed processes registered. Starting with 4 processes" in result.stdout
     for rank in range(4):
         assert f"MEMBER: {rank + 1}/4" in (run_dir / "logs" / f"rank{rank}.log").read_text()
@@ -35,8 +37,7 @@ def test_two_nodes_by_two_processes_train_and_log_into_the_run_dir(tmp_path: Pat
     assert len(rows) == 4
     assert float(rows[-1]["val_accuracy"]) > 0.85
     assert float(rows[-1]["val_loss"]) < float(rows[0]["val_loss"])
-    verified = noderun(["verify", str(run_dir)])
-    assert verified.returncode == 0 and "verdict: HEALTHY" in verified.stdout, verified.stdout
+    assert "verdict: HEALTHY" in result.stdout, result.stdout  # the page's noderun verify
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from noderun.runtime.metrics import COLUMNS
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli, noderun
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
 
@@ -112,7 +112,7 @@ def test_workload_beats_persistence_on_two_nodes(tmp_path: Path) -> None:
     assert len(summary) == 1 and "the model beats it" in summary[0]
     assert f"persistence baseline val_mae {float(last['persistence_mae']):.3f} mph" in summary[0]
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
-    verify = noderun(["verify", str(run_dir), "--json"])
+    verify = cli(["verify", str(run_dir), "--json"])
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert json.loads(verify.stdout)["healthy"] is True
 

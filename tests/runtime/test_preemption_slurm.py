@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import JobState, wait_for_job
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli, noderun
 from tests.runtime.test_resume import assert_identical, final_state
 from tests.slurm.lab import job_id_of, read_json, require_lab
 
@@ -79,7 +79,7 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
     assert "resumed from" in log  # the restarted job's own output
     assert read_json(run_dir / "run.json")["restart_count"] == 1
     # and the run is healthy: the requeue line its rank logs keep is no crash
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0, verified.stdout
     assert verified.stdout.splitlines()[-1] == "verdict: HEALTHY", verified.stdout
     # nor does explain take the first attempt's "srun: error: …: Terminated" for a failure

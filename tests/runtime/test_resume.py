@@ -25,7 +25,7 @@ from noderun import checkpoint
 from noderun.errors import UsageError
 from noderun.exit_codes import EXIT_PREEMPTED
 from noderun.topology.contract import RankContract
-from tests.conftest import ROOT, noderun, start_noderun, wait_until
+from tests.conftest import ROOT, cli, noderun, start_noderun, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -214,7 +214,7 @@ def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
     assert first["status"] == "failed" and "SIGKILL" in first["failure"]["reason"]
     assert first["restart"] == "restarted the gang (restart 1 of 2)"
     assert_identical(final_state(reference), final_state(restarted))
-    verified = noderun(["verify", str(restarted)])  # both read every attempt
+    verified = cli(["verify", str(restarted)])  # both read every attempt
     assert "2 attempts: failed: rank 1: killed by SIGKILL" in verified.stdout, verified.stdout
     explained = noderun(["explain", str(restarted)])
     assert "attempt 1: failed: rank 1: killed by SIGKILL; restarted the gang" in explained.stdout

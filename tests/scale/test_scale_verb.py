@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, noderun
+from tests.docs.test_snippets import run_snippet_of
 
 CLASSIFIER = ROOT / "examples" / "ddp_classifier.py"
 FLAKY = """\
@@ -28,12 +29,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 def test_classifier_sweep_writes_csv_png_markdown_that_add_up(tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    result = noderun(
-        ["scale", "--nodes", "1,2", "--out", str(out), str(CLASSIFIER), "--epochs", "3"],
-        timeout=400,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    """The sweep of docs/scaling.md, run as written (that page's test runs it only here):
+    1 and 2 nodes x 1 process of the classifier, 2 epochs each, into runs/scale."""
+    run_snippet_of(
+        "docs/scaling.md",
+        "tests/scale/test_scale_verb.py::test_classifier_sweep_writes_csv_png_markdown_that_add_up",
+        tmp_path,
+    )  # exit 0 asserted
+    out = tmp_path / "runs" / "scale"
     rows = read_csv(out / "scaling.csv")
     assert [(r["nodes"], r["ranks"], r["status"]) for r in rows] == [
         ("1", "1", "ok"),

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.backends.test_rank_environment import DUMP, _seen, torchrun_gives
-from tests.conftest import ROOT, clean_env, noderun
+from tests.conftest import ROOT, clean_env, cli, noderun
 from tests.slurm.lab import WORKLOADS, job_id_of, read_json, require_lab, wait
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -164,7 +164,7 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
     assert in_step["topology"]["master_port"] == 20000 + int(job_id) % 20000  # the endpoint's
     for name in ("in-step", "batch"):
         assert _world_lines(tmp_path / name, 4) == [f"world 4 rank {r}" for r in range(4)]
-        verdict = noderun(["verify", str(tmp_path / name)], timeout=120)
+        verdict = cli(["verify", str(tmp_path / name)])
         assert verdict.returncode == 0, verdict.stdout
         assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 4", verdict.stdout)
     assert (tmp_path / "snap1.pt").is_file() and (tmp_path / "snap2.pt").is_file()
@@ -188,7 +188,7 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
     assert rc["fail"] != "0" and fail["status"] == "failed", fail
     assert fail["failure"]["rank"] == 3, fail["failure"]
     assert "rank 3 hit a bad batch" in fail["failure"]["reason"]
-    assert noderun(["verify", str(tmp_path / "fail")], timeout=120).returncode == 1
+    assert cli(["verify", str(tmp_path / "fail")]).returncode == 1
 
     # FSDP2 + DCP across both nodes
     assert rc["fsdp"] == "0", output
@@ -199,32 +199,32 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
     assert rc["fabric-alone"] == "0", output
     assert "NOT distributed: 2 ranks ran as 2 independent" in output
     assert "Fabric(num_nodes=2, devices=1)" in output
-    alone = noderun(["verify", str(tmp_path / "fabric-alone")], timeout=120)
+    alone = cli(["verify", str(tmp_path / "fabric-alone")])
     assert alone.returncode == 1, alone.stdout
     assert re.search(r"one-group\s+FAIL\s+2 ranks ran as 2 independent", alone.stdout)
     # with LT_* (--env: every rank of every node): one world of 2
     assert rc["fabric"] == "0", output
     fabric_logs = (tmp_path / "fabric/logs/rank1.log").read_text()
     assert "fabric world 2 rank 1" in fabric_logs
-    assert noderun(["verify", str(tmp_path / "fabric")], timeout=120).returncode == 0
+    assert cli(["verify", str(tmp_path / "fabric")]).returncode == 0
 
     # Lightning with one device and no num_nodes under a world of 2: it runs alone on each
     # node (no error from Lightning); the last line says so with Lightning's fix
     lightning = read_json(tmp_path / "lightning/run.json")
     assert rc["lightning"] == "0" and lightning["status"] == "completed", output
     assert "Trainer(num_nodes=2, devices=1)" in output
-    assert noderun(["verify", str(tmp_path / "lightning")], timeout=120).returncode == 1
+    assert cli(["verify", str(tmp_path / "lightning")]).returncode == 1
 
     # accelerate on CPU under srun noderun run: alone without ACCELERATE_USE_CPU, and told so;
     # with it, noderun run in the batch script gives one world of 2
     assert rc["accelerate-alone"] == "0", output
     assert "ACCELERATE_USE_CPU=1" in output.split("STEP lightning rc=")[1], output
-    assert noderun(["verify", str(tmp_path / "accelerate-alone")], timeout=120).returncode == 1
+    assert cli(["verify", str(tmp_path / "accelerate-alone")]).returncode == 1
     assert rc["accelerate"] == "0", output
     for rank in (0, 1):
         text = (tmp_path / "accelerate" / "logs" / f"rank{rank}.log").read_text()
         assert f"accelerate processes 2 index {rank}" in text
-    assert noderun(["verify", str(tmp_path / "accelerate")], timeout=120).returncode == 0
+    assert cli(["verify", str(tmp_path / "accelerate")]).returncode == 0
 
     # srun with two tasks a node and --mode srun: each task one rank of one job of 4
     srun_mode, srun_fail = (
@@ -235,19 +235,19 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
         assert run["mode"] == "srun" and run["job_id"] == job_id, run
         assert run["topology"]["world_size"] == 4 and len(set(run["hosts"])) == 2, run
         assert _world_lines(tmp_path / name, 4) == [f"world 4 rank {r}" for r in range(4)]
-    verdict = noderun(["verify", str(tmp_path / "srun-mode")], timeout=120)
+    verdict = cli(["verify", str(tmp_path / "srun-mode")])
     assert verdict.returncode == 0, verdict.stdout
     assert re.search(r"one-group\s+PASS\s+the ranks formed a group of 4", verdict.stdout)
     assert rc["srun-mode-fail"] != "0" and srun_fail["status"] == "failed", output
     assert srun_fail["failure"]["rank"] == 2, srun_fail["failure"]
-    assert noderun(["verify", str(tmp_path / "srun-mode-fail")], timeout=120).returncode == 1
+    assert cli(["verify", str(tmp_path / "srun-mode-fail")]).returncode == 1
 
     # noderun run in the batch script (no srun) of FSDP2, Fabric with LT_*, Lightning
     assert (rc["fsdp-batch"], rc["fabric-batch"], rc["lightning-batch"]) == ("0", "0", "0")
     assert "fsdp2 world 2 saved" in (tmp_path / "fsdp-batch/logs/rank0.log").read_text()
     assert "fabric world 2 rank 1" in (tmp_path / "fabric-batch/logs/rank1.log").read_text()
     for name, code in (("fsdp-batch", 0), ("fabric-batch", 0), ("lightning-batch", 1)):
-        assert noderun(["verify", str(tmp_path / name)], timeout=120).returncode == code, name
+        assert cli(["verify", str(tmp_path / name)]).returncode == code, name
     assert read_json(tmp_path / "lightning-batch/run.json")["status"] == "completed"
     assert output.count("Trainer(num_nodes=2, devices=1)") == 2  # srun noderun run and batch
 
@@ -269,7 +269,7 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
     )
     job_id, output = _sbatch(lab_dir, body)
     assert "rank 1 hit a bad batch" in output
-    verdict = noderun(["verify", job_id], timeout=120, cwd=ROOT)
+    verdict = cli(["verify", job_id], cwd=ROOT)
     assert verdict.returncode == 1, verdict.stdout + verdict.stderr
     assert "judged_from=SLURM (no noderun run directory)" in verdict.stdout, verdict.stdout
     assert f"run `noderun explain {job_id}`" in verdict.stdout
@@ -284,7 +284,7 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
 
 
 def _verify(run_dir: Path) -> subprocess.CompletedProcess[str]:
-    return noderun(["verify", str(run_dir)], timeout=120)
+    return cli(["verify", str(run_dir)])
 
 
 def _job_output(run_dir: Path, job_id: str) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import job_state
-from tests.conftest import ROOT, clean_env, noderun
+from tests.conftest import ROOT, clean_env, cli, noderun
+from tests.docs.test_snippets import run_snippet_of
 from tests.slurm.lab import (
     CLASSIFIER,
     PYTHON,
@@ -68,14 +69,15 @@ def _check_classifier_run(run_dir: Path, world: int, nodes: int) -> dict[str, ob
 
 
 def test_submit_classifier_torchrun_mode_on_two_nodes(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    result = noderun(
-        ["submit", "--wait", "--nodes", "2", "--nproc-per-node", "2", "--time", "5",
-         "--run-dir", str(run_dir), str(CLASSIFIER), "--epochs", "1"],
-        timeout=300,
-        cwd=ROOT,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
+    """docs/launching.md's batch job, run as written (that page's lab test runs it only here):
+    noderun submit --wait of the classifier on 2 nodes x 2 processes, then noderun verify."""
+    result = run_snippet_of(  # exit 0 of both asserted
+        "docs/launching.md",
+        "tests/slurm/test_lab_jobs.py::test_submit_classifier_torchrun_mode_on_two_nodes",
+        tmp_path,
+    )
+    run_dir = tmp_path / "runs" / "slurm"
+    assert "verdict: HEALTHY" in result.stdout
     job_id = job_id_of(result.stdout)
     run = _check_classifier_run(run_dir, world=4, nodes=2)
     assert run["job_id"] == job_id and run["mode"] == "torchrun"
@@ -212,7 +214,7 @@ def test_classifier_matrix_completes_in_the_remaining_modes_and_sizes(tmp_path: 
         assert stages["rank_started"] == stages["rank_exited"] == world, name
         launcher = read_json(tmp_path / name / "runtime.json")["topology"]["launcher"]
         assert launcher == ("torchrun" if mode == "torchrun" else "env"), name
-        assert noderun(["verify", str(tmp_path / name)]).returncode == 0, name
+        assert cli(["verify", str(tmp_path / name)]).returncode == 0, name
 
 
 def test_a_killed_rank_ends_the_job_fast_in_both_modes(tmp_path: Path) -> None:

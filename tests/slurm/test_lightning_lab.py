@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, clean_env, noderun
-from tests.slurm.lab import PYTHON, require_lab, salloc
+from tests.conftest import ROOT, clean_env, cli, noderun
+from tests.docs.test_snippets import run_snippet_of
+from tests.slurm.lab import PYTHON, require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 pytest.importorskip("lightning", reason="the Lightning example needs noderun[lightning]")
@@ -25,32 +26,33 @@ def _lab() -> None:
 
 
 def _trained(run_dir: Path, output: str, world: int) -> None:
-    assert f"All distributed processes registered. Starting with {world} processes" in output
+    """Lightning's own lines on the console and in this run's rank logs, its CSV, verify."""
+    logs = [(run_dir / "logs" / f"rank{rank}.log").read_text() for rank in range(world)]
+    started = f"All distributed processes registered. Starting with {world} processes"
+    assert started in output and started in logs[0]
     for rank in range(world):
-        assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}" in output
+        member = f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world}"
+        assert member in output and member in logs[rank]
     (metrics,) = run_dir.glob("lightning_logs/version_*/metrics.csv")
     assert "val_accuracy" in metrics.read_text().splitlines()[0]
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0 and "verdict: HEALTHY" in verified.stdout, verified.stdout
 
 
 def test_submit_srun_mode_and_run_inside_salloc(tmp_path: Path) -> None:
-    inside = salloc(
-        ["--nodes=2", PYTHON, "-m", "noderun", "run", "--nproc-per-node=2",
-         f"--run-dir={tmp_path / 'salloc'}", str(EXAMPLE), "--epochs", "2"]
-    )  # fmt: skip
-    submitted = noderun(
-        ["submit", "--wait", "--mode", "srun", "--nodes", "2", "--nproc-per-node", "2",
-         "--time", "5", "--run-dir", str(tmp_path / "srun"), str(EXAMPLE), "--epochs", "2"],
-        timeout=300,
-        cwd=ROOT,
-    )  # fmt: skip
-    out_inside, _ = inside.communicate(timeout=300)
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    _trained(tmp_path / "srun", submitted.stdout, 4)
-    assert "SLURM auto-requeueing enabled" in submitted.stdout  # Lightning saw SLURM's ranks
-    assert inside.returncode == 0, out_inside
-    _trained(tmp_path / "salloc", out_inside, 4)
+    """docs/lightning.md's two commands, run as written (that page's lab test runs them only
+    here), one after the other: each run is judged from its own rank logs and run dir."""
+    result = run_snippet_of(  # noderun submit --mode srun --wait; salloc noderun run: exit 0
+        "docs/lightning.md",
+        "tests/slurm/test_lightning_lab.py::test_submit_srun_mode_and_run_inside_salloc",
+        tmp_path,
+    )
+    output = result.stdout + result.stderr
+    _trained(tmp_path / "runs" / "srun", output, 4)
+    srun_rank0 = (tmp_path / "runs" / "srun" / "logs" / "rank0.log").read_text()
+    assert "SLURM auto-requeueing enabled" in srun_rank0  # Lightning saw SLURM's ranks
+    assert "SLURM auto-requeueing enabled" in output
+    _trained(tmp_path / "runs" / "salloc", output, 4)
 
 
 def test_a_trainer_shape_other_than_the_allocation_is_one_line(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, clean_env, noderun, processes_running
+from tests.conftest import ROOT, SCRIPTS, clean_env, cli, noderun, processes_running
 from tests.ssh.lab import SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -159,7 +159,7 @@ def test_a_sigkilled_launcher_leaves_nothing_on_any_host(ssh_lab: SshLab, tmp_pa
     while processes_running(str(script)) and time.monotonic() - killed < 10:
         time.sleep(0.1)
     assert not processes_running(str(script)), processes_running(str(script))
-    verified = noderun(["verify", str(run_dir), "--skip=checkpoint", "--skip=metrics"])
+    verified = cli(["verify", str(run_dir), "--skip=checkpoint", "--skip=metrics"])
     assert f"the launcher (pid {proc.pid}" in verified.stdout, verified.stdout
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from noderun import checkpoint
 from noderun.exit_codes import EXIT_PREEMPTED
-from tests.conftest import ROOT, noderun, processes_of_run, processes_running, start_noderun
+from tests.conftest import ROOT, cli, noderun, processes_of_run, processes_running, start_noderun
 from tests.ssh.lab import SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -90,5 +90,5 @@ def test_usr1_to_a_remote_rank_preempts_then_the_same_command_resumes_healthy(
     assert [a["status"] for a in record["attempts"]] == ["preempted"], record["attempts"]
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # no epoch twice
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0 and "HEALTHY" in verified.stdout, verified.stdout[-3000:]

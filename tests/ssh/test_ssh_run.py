@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, noderun, processes_of_run, processes_running, wait_until
+from tests.conftest import (
+    ROOT,
+    SCRIPTS,
+    cli,
+    noderun,
+    processes_of_run,
+    processes_running,
+    wait_until,
+)
 from tests.ssh.lab import PRIVATE, SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -44,7 +52,7 @@ def test_classifier_on_two_hosts_by_two_processes_is_healthy(
     assert "copied back" not in result.stdout
     runtime = json.loads((run_dir / "runtime.json").read_text())
     assert runtime["rank_hosts"] == ["sshhost1", "sshhost1", "sshhost2", "sshhost2"]
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0, verified.stdout
     assert not processes_of_run(run_dir, str(CLASSIFIER))
 
@@ -258,7 +266,7 @@ def test_without_a_shared_filesystem_the_hosts_files_are_copied_back(
         assert (run_dir / name).exists(), name
     counts = {line["stage"]: line["count"] for line in record["timeline"]}
     assert counts.get("rank_started") == 2, counts  # each host's rank: their lines merged in
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0, verified.stdout
     lines = {line.split()[0]: line for line in verified.stdout.splitlines() if line.strip()}
     assert lines["checkpoint"].split()[1] == "PASS" and lines["metrics"].split()[1] == "PASS"

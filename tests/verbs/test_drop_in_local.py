@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import noderun, start_noderun
+from tests.conftest import cli, noderun, start_noderun
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def test_the_rank_that_raised_is_named(tmp_path: Path) -> None:
     run = json.loads((run_dir / "run.json").read_text())
     assert run["failure"]["rank"] == 2, run["failure"]
     assert "rank 2 hit a bad batch" in done.stderr.splitlines()[-1]
-    assert noderun(["verify", str(run_dir)], timeout=120).returncode == 1
+    assert cli(["verify", str(run_dir)]).returncode == 1
 
 
 def test_accelerate_on_cpu_without_its_variable_is_told(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_accelerate_on_cpu_without_its_variable_is_told(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "NOT distributed" in last and "ACCELERATE_USE_CPU=1" in last, done.stderr
-    verdict = noderun(["verify", str(run_dir)], timeout=120)
+    verdict = cli(["verify", str(run_dir)])
     assert verdict.returncode == 1 and "one-group" in verdict.stdout
 
 
@@ -73,7 +73,7 @@ def test_plain_torch_that_never_formed_one_group_is_told(tmp_path: Path) -> None
         last = said[name].strip().splitlines()[-1]
         assert "NOT distributed: 2 ranks ran as 2 independent" in last and what in last, last
         assert "call torch.distributed.init_process_group()" in last, last
-        verdict = noderun(["verify", str(tmp_path / name)], timeout=120)
+        verdict = cli(["verify", str(tmp_path / name)])
         assert verdict.returncode == 1 and "one-group" in verdict.stdout, verdict.stdout
 
 
@@ -93,7 +93,7 @@ def test_fsdp2_and_fabric_under_noderun_run(tmp_path: Path) -> None:
     }
     said = {name: p.communicate(timeout=300)[0] for name, p in started.items()}
     assert {n: p.returncode for n, p in started.items()} == dict.fromkeys(runs, 0), said
-    verdicts = {name: noderun(["verify", str(tmp_path / name)], timeout=120) for name in runs}
+    verdicts = {name: cli(["verify", str(tmp_path / name)]) for name in runs}
 
     assert "fsdp2 world 2 saved" in said["fsdp"] and (tmp_path / "dcp" / ".metadata").is_file()
     assert "fabric world 2 rank 1" in said["fabric"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SCRIPTS, noderun
+from tests.conftest import ROOT, SCRIPTS, cli, noderun
 
 CLASSIFIER = str(ROOT / "examples" / "ddp_classifier.py")
 TRAFFIC = str(ROOT / "examples" / "traffic_regression.py")
@@ -42,7 +42,7 @@ def test_classifier_profiles_the_chosen_rank_and_window(tmp_path: Path) -> None:
     assert (profile / "rank1.ops.txt").read_text().strip()
     table = (profile / "breakdown.md").read_text()
     assert table.splitlines()[-3].startswith("| 1 | ")
-    verify = noderun(["verify", str(run_dir)])
+    verify = cli(["verify", str(run_dir)])
     assert verify.returncode == 0, verify.stdout
     assert "Where the step time goes" in verify.stdout and "| 1 | " in verify.stdout
 

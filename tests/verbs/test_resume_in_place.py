@@ -14,7 +14,7 @@ import pytest
 from noderun import rundir
 from noderun.errors import UsageError
 from noderun.run_record import Follower, RunRecord
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli, noderun
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
 
@@ -89,7 +89,7 @@ def test_preempted_then_the_same_command_again_completes_in_place(tmp_path: Path
     assert "resumed from" in (run_dir / "logs" / "rank0.log").read_text()
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2"]  # no epoch twice
-    verified = noderun(["verify", str(run_dir)])
+    verified = cli(["verify", str(run_dir)])
     assert verified.returncode == 0, verified.stdout
     third = noderun(command, timeout=60)  # completed: refused, nothing touched
     assert third.returncode == 2 and "holds a completed run" in third.stderr
@@ -108,7 +108,7 @@ def test_resuming_a_finished_run_carries_its_final_checkpoint_over(tmp_path: Pat
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     final = sorted(p.name for p in (tmp_path / "a" / "checkpoints").iterdir())[-1]
     assert (tmp_path / "b" / "checkpoints" / final / ".complete").is_file()
-    verified = noderun(["verify", "--skip", "epochs", str(tmp_path / "b")])
+    verified = cli(["verify", "--skip", "epochs", str(tmp_path / "b")])
     assert "checkpoint    PASS" in verified.stdout, verified.stdout
 
 

@@ -37,19 +37,18 @@ def checks(report: dict) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def local_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("plain-verify")
-    runs = {}
-    for name, args in (("plain", _plain_args), ("lightning", _lightning_args)):
-        run_dir = root / name
-        done = noderun(
-            ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
-             *args(run_dir)],
-            timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        runs[name] = run_dir
-    return runs
+def local_runs(tmp_path_factory: pytest.TempPathFactory, plain_run: Path) -> dict[str, Path]:
+    """The plain script: tests/conftest.py's plain_run (_plain_args on 2 x 1 ranks; its report
+    holds no rank count, its world-size check is a SKIP; shared with test_summary). Lightning's
+    report names the 4 processes of 2 x 2. The lab test runs both at 2 x 2."""
+    run_dir = tmp_path_factory.mktemp("plain-verify") / "lightning"
+    done = noderun(
+        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
+         *_lightning_args(run_dir)],
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {"plain": plain_run, "lightning": run_dir}
 
 
 def assert_plain_report(report: dict) -> None:

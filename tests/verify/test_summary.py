@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from noderun.verify.summary import _fmt
-from tests.conftest import ROOT, SCRIPTS, noderun
+from tests.conftest import cli
 
 pytestmark = pytest.mark.slow
-CLASSIFIER = str(ROOT / "examples" / "ddp_classifier.py")
 
 
 def assert_valid_png(path: Path) -> tuple[int, int]:
@@ -35,11 +34,9 @@ def assert_valid_png(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_summary_of_the_classifier(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    ran = noderun(["run", "--nnodes", "2", "--run-dir", str(run_dir), CLASSIFIER, "--epochs", "3"])
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    result = noderun(["verify", str(run_dir), "--summary"])
+def test_summary_of_the_classifier(demo_run: tuple[Path, str]) -> None:
+    run_dir = demo_run[0]  # the demo of docs/launching.md: 2 x 2 ranks, 12 epochs
+    result = cli(["verify", str(run_dir), "--summary"])
     assert result.returncode == 0, result.stdout
     summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
     assert f"summary: {run_dir / 'EXECUTION_SUMMARY.md'}" in result.stdout
@@ -50,9 +47,9 @@ def test_summary_of_the_classifier(tmp_path: Path) -> None:
     for column in ("train_loss", "val_loss", "val_accuracy", "throughput_samples_per_sec"):
         assert f"| {column} | {_fmt(float(last[column]))} |" in summary
     throughput = [float(r["throughput_samples_per_sec"]) for r in rows[1:]]
-    assert f"mean {sum(throughput) / len(throughput):.4g} over rows 2-3" in summary
+    assert f"mean {sum(throughput) / len(throughput):.4g} over rows 2-{len(rows)}" in summary
     assert f"{_fmt(run['duration_sec'])} s" in summary
-    assert "2 node(s) x 1 = 2 ranks" in summary
+    assert len(rows) == 12 and "2 node(s) x 2 = 4 ranks" in summary
     assert "| launcher seen by the ranks | torchrun |" in summary
     assert "| checkpoint | PASS |" in summary and "verify: **HEALTHY**" in summary
     assert "![losses per epoch](losses.png)" in summary
@@ -60,12 +57,9 @@ def test_summary_of_the_classifier(tmp_path: Path) -> None:
     assert assert_valid_png(run_dir / "losses.png") == (600, 400)
 
 
-def test_summary_of_a_plain_script_names_what_it_lacks(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    plain = str(SCRIPTS / "plain_ddp.py")
-    ran = noderun(["run", "--nnodes", "2", "--run-dir", str(run_dir), plain])
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    result = noderun(["verify", str(run_dir), "--summary"])
+def test_summary_of_a_plain_script_names_what_it_lacks(plain_run: Path) -> None:
+    run_dir = plain_run  # the run test_plain_scripts verifies: 2 x 1 ranks, a checkpoint
+    result = cli(["verify", str(run_dir), "--summary"])
     assert result.returncode == 0, result.stdout
     summary = (run_dir / "EXECUTION_SUMMARY.md").read_text()
     assert "plain_ddp.py" in summary and "status: completed, exit code 0" in summary
