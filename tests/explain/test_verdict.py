@@ -62,6 +62,18 @@ def test_lightning_member_line_alone_still_means_a_missing_launcher(tmp_path: Pa
     assert [f.cause for f in examine([log]).failures] == ["missing-launcher"]
 
 
+def test_a_hang_stopped_from_outside_is_the_hang(tmp_path: Path) -> None:
+    """A reason-less cancel (scancel, Ctrl-C) of a job that hung is what a user does about the
+    hang: the hang is the cause, the cancel its consequence, as with a time limit. Without a
+    hang, the cancel stays the answer. (Tuning case torchmetrics-2300, Lightning waiting for
+    95 members that were never started.)"""
+    cancel = "slurmstepd: error: *** JOB 168885 ON n1 CANCELLED AT 2023-08-31T18:04:42 ***\n"
+    log = _log(tmp_path, "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/96\n" + cancel)
+    assert [f.cause for f in examine([log]).failures] == ["missing-launcher", "interrupted"]
+    alone = _log(tmp_path, "epoch 3 loss 0.21\n" + cancel)
+    assert [f.cause for f in examine([alone]).failures] == ["interrupted"]
+
+
 _REQUEUE = (
     "slurmstepd-node1: error: *** STEP 697.0 ON node1 CANCELLED AT 2026-11-25T15:15:21 "
     "DUE TO JOB REQUEUE ***\n"

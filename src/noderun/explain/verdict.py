@@ -110,9 +110,9 @@ def judge(
         problems = [f for f in problems if f.tier is not Tier.LAST_RESORT]
     if any(not f.alone and f.tier is not Tier.LAST_RESORT for f in problems):
         problems = [f for f in problems if not f.alone]
-    if problems and problems[0].cause == "time-limit":
+    if problems and problems[0].cause in ("time-limit", "interrupted"):
         hang = next((f for f in problems if f.cause in _HANGS), None)
-        if hang is not None:  # it hung, then ran out of time
+        if hang is not None:  # it hung, then ran out of time or someone stopped it
             problems = [hang, *(f for f in problems if f is not hang)]
     if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
         problems.insert(0, mismatch)
