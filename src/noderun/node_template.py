@@ -60,12 +60,12 @@ import socket
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_MESSAGE = 1 << 22  # a request: argv + a whole environment
 CTL_FD = 0  # the launcher hands the socket over as stdin
-PR_SET_PDEATHSIG = 1
 IGNORED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -123,7 +123,7 @@ class _Template:
         self.replay = replay
         self.pid = os.getpid()
         self.entry = _load("rank_entry")
-        self.prctl = _load("proc_guard")._PRCTL
+        self.guard = _load("proc_guard")  # parent-death signal and reaping, as the launcher's
 
 
 def _retitle(argv: list[str]) -> None:
@@ -153,8 +153,8 @@ def _agent(
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.setsid()
-        if template.prctl is not None:  # the template goes with the launcher, the agent with it
-            template.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        # the template goes with the launcher, the agent with it
+        template.guard.die_with_parent(signal.SIGKILL)
         if os.getppid() != template.pid:  # it went before the request took effect
             os.kill(os.getpid(), signal.SIGKILL)
         for target, fd in enumerate(fds):
@@ -206,7 +206,7 @@ def serve(template: _Template) -> None:
         if wake_r in readable:
             with contextlib.suppress(OSError):
                 os.read(wake_r, 4096)
-        _reap(ctl)
+        _reap(ctl, template.guard.reap_exited)
         if ctl.fileno() not in readable:
             continue
         try:
@@ -235,14 +235,8 @@ def serve(template: _Template) -> None:
         _send(ctl, {"id": request["id"], "pid": pid})
 
 
-def _reap(ctl: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+def _reap(ctl: socket.socket, reap_exited: Callable[[], Iterator[tuple[int, int]]]) -> None:
+    for pid, status in reap_exited():
         _send(ctl, {"pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 PR_SET_PDEATHSIG = 1
 POLL_SEC = 0.5  # the fallback's look at the parent pid
@@ -82,3 +82,15 @@ def die_with_parent_hook(signum: int = signal.SIGKILL) -> Callable[[], None] | N
             os.kill(os.getpid(), signum)
 
     return hook
+
+
+def reap_exited() -> Iterator[tuple[int, int]]:
+    """Collect every child that has ended, without waiting: (pid, wait status) each."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status

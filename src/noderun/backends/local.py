@@ -367,13 +367,8 @@ class LocalSupervisor:
     @staticmethod
     def _reap_orphans() -> None:
         """As subreaper we inherit orphaned workers: collect their exit status."""
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for _ in proc_guard.reap_exited():
+            pass
 
 
 def tail(path: Path, lines: int = 20) -> list[str]:
