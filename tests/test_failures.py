@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from noderun import failures
@@ -69,3 +70,16 @@ def test_sigterm_from_the_launcher_is_a_consequence_and_only_consequences_keep_t
     )
     assert failures.first_failure([stopped, watchdog]) == watchdog
     assert failures.first_failure([]) is None
+
+
+def test_a_rank_that_ended_with_its_error_beats_one_the_teardown_stopped_after_the_same_error() -> (
+    None
+):
+    # both nodes refuse the same input; node 1 exits 2 first, the teardown SIGTERMs node 0's
+    # rank while it is leaving with the same error (seen ~1 in 10 runs of the LLM example)
+    stopped = failures.Candidate(0, 0, 100.0, -15, "UsageError: data.dataset_path x does not exist")
+    ended = failures.Candidate(1, 2, 100.0, 2, "UsageError: data.dataset_path x does not exist")
+    assert not stopped.consequence and stopped.strength() == 1 and ended.strength() == 0
+    assert failures.first_failure([stopped, ended]) == ended
+    # a second earlier, its own error still counts: it raised before the other rank failed
+    assert failures.first_failure([dataclasses.replace(stopped, time=99.0), ended]).rank == 0

@@ -143,11 +143,13 @@ class Candidate:
         )
 
     def strength(self) -> int:
-        """0: a cause of its own (a signal, its own error); 1: failed, why unknown; 2: a
-        consequence of another rank's failure."""
+        """0: a cause of its own (a signal, its own error, and it ended by itself); 1: failed,
+        why unknown, or its own error but the launcher's teardown ended it (it may have been
+        on its way out with that error, or stuck after it); 2: a consequence of another
+        rank's failure."""
         if self.consequence:
             return 2
-        return 0 if self.own_signal or self.error else 1
+        return 0 if self.own_signal or (self.error and not self.stopped) else 1
 
 
 def first_failure(candidates: Iterable[Candidate]) -> Candidate | None:
