@@ -22,7 +22,7 @@ WHEEL_VENV ?= .venv-wheel
 WHEEL_TESTS := tests/test_installed.py tests/test_rank_entry.py tests/backends/test_local_gang.py \
 	tests/backends/test_clean_exit.py tests/doctor tests/verbs/test_hand_started.py
 
-.PHONY: venv dev llm demo docs lab lab-down ssh-lab test test-unit test-lanes lane-local lane-slurm \
+.PHONY: venv dev llm demo docs lab lab-down ssh-lab test test-unit test-lanes lane-local lane-local-a lane-local-b lane-slurm \
 	lane-ssh test-fast test-slurm test-ssh test-soak test-wheel test-torch-matrix bench build \
 	lint clean
 
@@ -85,10 +85,22 @@ test-unit:
 	@$(call TIMED,$(PYTEST) $(XDIST) -m "$(UNIT)" --durations=10)
 
 test-lanes:
-	@$(call TIMED,$(MAKE) --no-print-directory -k -j3 --output-sync=target lane-local lane-slurm lane-ssh)
+	@$(call TIMED,$(MAKE) --no-print-directory -k -j4 --output-sync=target lane-local-a lane-local-b lane-slurm lane-ssh)
+
+# the local multi-process tests, in two halves run side by side: one serial lane left the
+# machine half idle for its last minutes once the lab lanes had ended. The halves split by
+# folder; the folders that share a session fixture (examples/verify: the demo run) stay together.
+LOCAL := slow and not slurm and not ssh and not soak
+LOCAL_A := tests/examples tests/verify tests/flare tests/docs tests/sweep tests/scale tests/explain tests/check
 
 lane-local:
-	@$(call TIMED,$(PYTEST) -m "slow and not slurm and not ssh and not soak" --durations=15)
+	@$(call TIMED,$(PYTEST) -m "$(LOCAL)" --durations=15)
+
+lane-local-a:
+	@$(call TIMED,$(PYTEST) -m "$(LOCAL)" --durations=10 $(LOCAL_A))
+
+lane-local-b:
+	@$(call TIMED,$(PYTEST) -m "$(LOCAL)" --durations=10 $(addprefix --ignore=,$(LOCAL_A)))
 
 lane-slurm:
 	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=15)
