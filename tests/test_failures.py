@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from noderun import failures
 from noderun.failures import ErrorRecord
 
@@ -83,3 +85,18 @@ def test_a_rank_that_ended_with_its_error_beats_one_the_teardown_stopped_after_t
     assert failures.first_failure([stopped, ended]) == ended
     # a second earlier, its own error still counts: it raised before the other rank failed
     assert failures.first_failure([dataclasses.replace(stopped, time=99.0), ended]).rank == 0
+
+
+def test_a_rank_that_fails_before_init_is_recorded_from_the_launchers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NODERUN__RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    failures.record(ValueError("data.dataset_path x does not exist\nsecond line"), 2)
+    (written,) = failures.read_all(tmp_path / "logs")
+    assert (written.rank, written.node_rank, written.exit_code) == (3, 1, 2)
+    assert written.error == "ValueError: data.dataset_path x does not exist"
+    monkeypatch.delenv("RANK")  # no rank known: nothing is written, nothing raised
+    failures.record(ValueError("again"), 2, run_dir=tmp_path / "other")
+    assert not (tmp_path / "other").exists()

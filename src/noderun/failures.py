@@ -12,8 +12,11 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import re
 import signal
+import socket
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,6 +91,33 @@ def write(logs: Path, record: ErrorRecord) -> None:
     with contextlib.suppress(OSError):
         logs.mkdir(parents=True, exist_ok=True)
         (logs / f"rank{record.rank}.error.json").write_text(json.dumps(dataclasses.asdict(record)))
+
+
+# where the launcher tells a rank its run directory (the first set one wins)
+RUN_DIR_VARIABLES = ("NODERUN__RUN_DIR", "NODERUN_RUN_DIR")
+
+
+def record(
+    error: BaseException,
+    exit_code: int = 1,
+    run_dir: Path | None = None,
+    rank: int | None = None,
+    node_rank: int | None = None,
+) -> None:
+    """Leave this rank's error record; what is not given comes from the launcher's environment
+    (``RANK``, ``GROUP_RANK``, the run directory), so a rank that fails before ``init()`` is
+    recorded too. Nothing without a run directory and a rank. Best effort, never raises."""
+    with contextlib.suppress(Exception):  # a failing rank must not fail again reporting it
+        env_dir = next((os.environ[v] for v in RUN_DIR_VARIABLES if os.environ.get(v)), "")
+        env_rank, env_node = os.environ.get("RANK", ""), os.environ.get("GROUP_RANK", "")
+        run_dir = run_dir or (Path(env_dir) if env_dir else None)
+        rank = rank if rank is not None else int(env_rank) if env_rank.isdigit() else None
+        if run_dir is None or rank is None:
+            return
+        node = node_rank if node_rank is not None else int(env_node) if env_node.isdigit() else 0
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
+        host, when = socket.gethostname(), time.time()
+        write(run_dir / "logs", ErrorRecord(rank, node, host, when, text, exit_code))
 
 
 def read_all(logs: Path) -> list[ErrorRecord]:

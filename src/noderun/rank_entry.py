@@ -30,7 +30,6 @@ import sys
 import threading
 import time
 import types
-from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
@@ -156,24 +155,12 @@ def _record_error(error: BaseException) -> None:
     """A plain script's uncaught exception leaves ``logs/rank<R>.error.json`` too (noderun.init()
     scripts write it from their own hook), so the launcher names the rank that failed first,
     not a peer that lost its connection. The script has ended: importing noderun is harmless."""
-    run_dir, rank = _first(RUN_DIR_VARIABLES), os.environ.get("RANK", "")
-    if not run_dir or not rank.isdigit() or isinstance(error, KeyboardInterrupt):
+    if isinstance(error, KeyboardInterrupt) or not _first(RUN_DIR_VARIABLES):
         return
-    with contextlib.suppress(Exception):  # a failing rank must not fail again reporting it
-        import socket
-
+    with contextlib.suppress(Exception):
         from noderun import failures
 
-        text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
-        node = os.environ.get("GROUP_RANK", "")
-        record = failures.ErrorRecord(
-            rank=int(rank),
-            node_rank=int(node) if node.isdigit() else 0,
-            host=socket.gethostname(),
-            time=time.time(),
-            error=text,
-        )
-        failures.write(Path(run_dir) / "logs", record)
+        failures.record(error)
 
 
 def _finish(status: int) -> None:

@@ -129,7 +129,7 @@ def test_missing_dataset_is_named_once_per_node_before_any_group(tmp_path: Path)
     said = [line for line in result.stdout.splitlines() if "UsageError: data.dataset_path" in line]
     # once per node (local rank 0 says it); the first node's exit 2 may stop the other first
     speakers = [line.split("|")[0] for line in said]
-    assert speakers and set(speakers) <= {"0:0", "1:2"}, result.stdout
+    assert speakers and set(speakers) <= {"0:0", "1:2"}, result.stdout + result.stderr
     assert len(speakers) == len(set(speakers)), result.stdout
     assert "absent.jsonl does not exist on" in said[0]
     assert not (run_dir / "runtime.json").exists()  # no rank got as far as the process group

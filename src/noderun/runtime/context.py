@@ -311,23 +311,13 @@ def _record_uncaught(ctx: Context) -> None:
 
 
 def record_error(error: BaseException, exit_code: int = 1) -> None:
-    """Leave this rank's error record for the launcher (no-op before ``init()``)."""
+    """Leave this rank's error record for the launcher (before ``init()``: from the launcher's
+    environment, so a refusal before any process group still names this rank and its code)."""
     ctx = _active
     if ctx is None:
-        return
-    with contextlib.suppress(Exception):
-        text = f"{type(error).__name__}: {error}".splitlines()[0][:500]
-        failures.write(
-            ctx.run_dir / "logs",
-            failures.ErrorRecord(
-                rank=ctx.rank,
-                node_rank=ctx.node_rank,
-                host=socket.gethostname(),
-                time=time.time(),
-                error=text,
-                exit_code=exit_code,
-            ),
-        )
+        failures.record(error, exit_code)
+    else:
+        failures.record(error, exit_code, ctx.run_dir, ctx.rank, ctx.node_rank)
 
 
 def _write_runtime_json(ctx: Context, hosts: list[str], init_seconds: float) -> None:
