@@ -21,8 +21,8 @@ from tests.runtime.test_resume import rank_process
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
 TWO_NODES = ["run", "--nnodes", "2", "--nproc-per-node", "1"]
-ARGS = ["--epochs", "3", "--batch-size", "64"]
-EPOCH_2_STEP_6 = 420  # 414 steps per epoch on 2 ranks: this step() call is in epoch 2
+ARGS = ["--sensors", "2", "--days", "7", "--epochs", "3", "--batch-size", "64"]
+EPOCH_2_STEP_6 = 33  # 27 steps per epoch on 2 ranks: this step() call is in epoch 2
 
 
 @pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])

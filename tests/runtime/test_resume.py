@@ -160,12 +160,26 @@ def test_sigkill_during_checkpoint_write_leaves_previous_and_resume_uses_it(
     assert_identical(final_state(reference), final_state(resumed))
 
 
-def test_bad_resume_is_one_line_exit_2_and_writes_nothing(tmp_path: Path) -> None:
-    target = tmp_path / "other"
-    partial = target / "checkpoints" / "epoch-0004"
+@pytest.fixture(scope="module")
+def refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """One run whose --resume names an incomplete checkpoint, under --max-restarts 3: the
+    refusal (test_bad_resume_...) and the restart policy for bad input (test_bad_input_...)
+    read it. A missing --resume path is refused the same way: tests/runtime/test_checkpoint.py."""
+    root = tmp_path_factory.mktemp("refused")
+    partial = root / "other" / "checkpoints" / "epoch-0004"
     partial.mkdir(parents=True)
-    run_dir = tmp_path / "refused"
-    result = run(run_dir, "--resume", str(partial))
+    run_dir = root / "refused"
+    argv = [*TWO_NODES, "--max-restarts", "3", "--run-dir", str(run_dir), SCRIPT, *SMALL,
+            "--resume", str(partial)]  # fmt: skip
+    return noderun(argv, timeout=240), run_dir, partial
+
+
+def test_bad_resume_is_one_line_exit_2_and_writes_nothing(
+    refused: tuple[subprocess.CompletedProcess[str], Path, Path],
+) -> None:
+    result, run_dir, partial = refused
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     lines = [line for line in result.stdout.splitlines() if "UsageError" in line]
     assert len(lines) == 1, result.stdout  # printed once (rank 0), not once per rank
@@ -221,12 +235,10 @@ def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
     assert "attempt 2: completed" in explained.stdout
 
 
-def test_bad_input_is_not_restarted(tmp_path: Path) -> None:
-    run_dir = tmp_path / "bad"
-    missing = tmp_path / "nowhere"
-    argv = [*TWO_NODES, "--max-restarts", "3", "--run-dir", str(run_dir), SCRIPT, *SMALL,
-            "--resume", str(missing)]  # fmt: skip
-    result = noderun(argv, timeout=120)
+def test_bad_input_is_not_restarted(
+    refused: tuple[subprocess.CompletedProcess[str], Path, Path],
+) -> None:
+    result, run_dir, _ = refused
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "restarting" not in result.stderr
     record = json.loads((run_dir / "run.json").read_text())

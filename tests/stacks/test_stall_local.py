@@ -23,8 +23,10 @@ pytestmark = pytest.mark.slow
 TIMEOUT = 5
 
 
-def stall_args(script: Path, run_dir: Path, nnodes: int, timeout: float, kill: bool) -> list[str]:
-    args = run_args(script, run_dir, nnodes=nnodes, nproc=2)
+def stall_args(
+    script: Path, run_dir: Path, nnodes: int, timeout: float, kill: bool, nproc: int = 2
+) -> list[str]:
+    args = run_args(script, run_dir, nnodes=nnodes, nproc=nproc)
     options = ["--stall-timeout", f"{timeout:g}"] + (["--on-stall", "kill"] if kill else [])
     return [*args[:-1], *options, args[-1]]
 
@@ -93,8 +95,10 @@ def test_quiet_periods_shorter_than_the_timeout_raise_nothing(
     assert not list(run_dir.glob("stall-*.txt"))
 
 
-def _start(script: Path, run_dir: Path, timeout: float = 0, **env: str) -> subprocess.Popen[str]:
-    return start_noderun(stall_args(script, run_dir, 2, timeout, kill=False), **env)
+def _start(
+    script: Path, run_dir: Path, timeout: float = 0, nproc: int = 2, **env: str
+) -> subprocess.Popen[str]:
+    return start_noderun(stall_args(script, run_dir, 2, timeout, kill=False, nproc=nproc), **env)
 
 
 def _wait_for_report(run_dir: Path, job: subprocess.Popen[str]) -> Path:
@@ -140,8 +144,10 @@ def test_stacks_of_a_live_run_from_another_shell(tmp_path: Path, stuck_script: P
 def test_without_py_spy_ranks_of_noderun_init_dump_through_faulthandler(
     tmp_path: Path, stuck_script: Path
 ) -> None:
+    """2 nodes x 1 rank: rank 1 stuck, rank 0 waiting in all_reduce (a world of 4, with its
+    groups of ranks, is test_stacks_of_a_live_run_from_another_shell's)."""
     run_dir = tmp_path / "run"
-    job = _start(stuck_script, run_dir, STUCK_NODERUN="1")
+    job = _start(stuck_script, run_dir, nproc=1, STUCK_NODERUN="1")
     try:
         wait_for_file(run_dir / "stuck_at", job)
         shown = noderun(["stacks", str(run_dir)], PATH=path_without_py_spy())

@@ -16,17 +16,19 @@ USERS = Path(__file__).parents[1] / "slurm" / "workloads" / "users"
 
 
 def test_the_rank_that_raised_is_named(tmp_path: Path) -> None:
+    """2 simulated nodes x 1 rank: rank 1 (node 1) raises, rank 0 only loses it (the first
+    failure among several ranks of a node: tests/backends/test_local_gang.py, 2 x 2)."""
     run_dir = tmp_path / "run"
     done = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
          str(USERS / "multinode_snapshot.py"), "2", "--snapshot", str(tmp_path / "snap.pt"),
-         "--fail-rank", "2"],
+         "--fail-rank", "1"],
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     run = json.loads((run_dir / "run.json").read_text())
-    assert run["failure"]["rank"] == 2, run["failure"]
-    assert "rank 2 hit a bad batch" in done.stderr.splitlines()[-1]
+    assert run["failure"]["rank"] == 1, run["failure"]
+    assert "rank 1 hit a bad batch" in done.stderr.splitlines()[-1]
     assert cli(["verify", str(run_dir)]).returncode == 1
 
 

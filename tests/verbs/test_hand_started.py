@@ -6,13 +6,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from noderun import timeline
 from noderun.backends.ports import free_port
-from tests.conftest import ROOT, SCRIPTS, noderun
+from tests.conftest import ROOT, SCRIPTS, noderun, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +25,13 @@ def _node(rank: int, port: int, run_dir: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def test_two_nodes_started_by_hand_in_reverse_order_both_complete(tmp_path: Path) -> None:
     port = free_port()
     second = subprocess.Popen(
@@ -35,7 +42,10 @@ def test_two_nodes_started_by_hand_in_reverse_order_both_complete(tmp_path: Path
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)  # node 1 first, waiting at the gate for node 0
+    entered = timeline.path(tmp_path / "node1")  # node 1 first, at the gate for node 0
+    if not wait_until(lambda: '"node_entered"' in _text(entered), 60):
+        second.kill()
+        raise AssertionError(f"node 1 never started: {second.communicate()[1][-1500:]}")
     first = noderun(_node(0, port, tmp_path / "node0"), cwd=ROOT, timeout=120)
     out, err = second.communicate(timeout=120)
     assert first.returncode == 0, first.stdout[-1500:] + first.stderr[-1500:]

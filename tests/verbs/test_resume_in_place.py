@@ -17,6 +17,7 @@ from noderun.run_record import Follower, RunRecord
 from tests.conftest import ROOT, cli, noderun
 
 SCRIPT = str(ROOT / "examples" / "traffic_regression.py")
+SMALL = ["--sensors", "2", "--days", "7"]  # 27 steps an epoch at 2 ranks x 64
 
 
 def _record(run_dir: Path, **fields: object) -> None:
@@ -73,9 +74,10 @@ def test_a_folder_with_other_files_is_refused(tmp_path: Path) -> None:
 def test_preempted_then_the_same_command_again_completes_in_place(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     command = ["run", "--nnodes", "2", "--nproc-per-node", "1", "--run-dir", str(run_dir),
-               SCRIPT, "--epochs", "2", "--batch-size", "64", "--resume", "auto"]  # fmt: skip
-    first = noderun(  # a simulated SIGUSR1 on rank 0 at step 500 (epoch 2), agreed at once
-        command, timeout=300, NODERUN_DEBUG_PREEMPT_AT="0:500", NODERUN_PREEMPT_CHECK_SEC="0.01"
+               SCRIPT, *SMALL, "--epochs", "2", "--batch-size", "64",
+               "--resume", "auto"]  # fmt: skip
+    first = noderun(  # a simulated SIGUSR1 on rank 0 at step 30 (epoch 2), agreed at once
+        command, timeout=300, NODERUN_DEBUG_PREEMPT_AT="0:30", NODERUN_PREEMPT_CHECK_SEC="0.01"
     )
     assert first.returncode == 75, first.stdout[-2000:] + first.stderr[-2000:]
     assert "run the same command again (same --run-dir" in first.stderr
@@ -98,7 +100,7 @@ def test_preempted_then_the_same_command_again_completes_in_place(tmp_path: Path
 @pytest.mark.slow
 def test_resuming_a_finished_run_carries_its_final_checkpoint_over(tmp_path: Path) -> None:
     args = ["run", "--nproc-per-node", "1"]
-    train = [SCRIPT, "--epochs", "1", "--batch-size", "256"]
+    train = [SCRIPT, *SMALL, "--epochs", "1", "--batch-size", "256"]
     done = noderun([*args, "--run-dir", str(tmp_path / "a"), *train], timeout=300)
     assert done.returncode == 0, done.stderr
     again = noderun(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from noderun import cli
 from tests.conftest import SCRIPTS, noderun
+from tests.conftest import cli as in_process
 
 pytestmark = pytest.mark.slow
 
@@ -249,9 +248,7 @@ def _an_empty_dir(root: Path) -> Path:
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, make, words):
     target = make(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "noderun", "verify", str(target)], capture_output=True, text=True
-    )
+    done = in_process(["verify", str(target)])
     assert done.returncode == 2
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr
