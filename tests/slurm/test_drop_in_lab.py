@@ -279,7 +279,7 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
         verdict.stdout
     )
     assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout
-    explained = noderun(["explain", job_id], timeout=120, cwd=ROOT)
+    explained = cli(["explain", job_id], cwd=ROOT)
     assert "rank 1 hit a bad batch" in explained.stdout, explained.stdout
 
 
