@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, noderun
+from tests.conftest import clean_env, cli, noderun
 from tests.slurm.lab import require_lab
 
 SECRET = "s3cr3t-value-never-printed"
@@ -74,7 +74,7 @@ def test_doctor_submits_itself_to_the_lab(tmp_path: Path):
 @pytest.mark.slurm
 def test_submit_with_more_nodes_than_the_partition_is_refused(tmp_path: Path):
     require_lab()
-    done = noderun(["doctor", "--submit", "--nodes", "64", "--run-dir", str(tmp_path / "d")])
+    done = cli(["doctor", "--submit", "--nodes", "64", "--run-dir", str(tmp_path / "d")])
     assert done.returncode == 2
     assert "--nodes 64 but partition" in done.stderr and len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "d" / "doctor.sbatch").exists()  # nothing submitted

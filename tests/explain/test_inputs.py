@@ -6,13 +6,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from noderun.explain.sources import failed_rank
-from tests.slurm.lab import require_lab
+from tests.conftest import cli
+from tests.slurm.lab import require_lab, wait
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -91,15 +91,8 @@ def test_a_slurm_job_id(tmp_path):
         check=True,
     )
     job = submitted.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        state = subprocess.run(
-            ["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True
-        ).stdout.strip()
-        if not state:
-            break
-        time.sleep(1)
-    done = explain_cli(job, cwd=tmp_path)
+    assert wait(job).final  # scontrol polled from 0.5 s on, until the job ended
+    done = cli(["explain", job], cwd=tmp_path)
     assert done.returncode == 1, done.stderr  # a failure was found (as above)
     assert done.stdout.startswith("root cause: missing-launcher")
     assert f"slurm-{job}.out" in done.stdout
@@ -108,7 +101,7 @@ def test_a_slurm_job_id(tmp_path):
 @pytest.mark.slurm
 def test_unknown_job_id_is_exit_2():
     require_lab()
-    done = explain_cli("987654321")
+    done = cli(["explain", "987654321"])
     assert done.returncode == 2
     assert "unknown SLURM job id 987654321" in done.stderr
 

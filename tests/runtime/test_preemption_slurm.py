@@ -83,7 +83,7 @@ def test_usr1_checkpoints_requeues_resumes_and_completes_identically(tmp_path: P
     assert verified.returncode == 0, verified.stdout
     assert verified.stdout.splitlines()[-1] == "verdict: HEALTHY", verified.stdout
     # nor does explain take the first attempt's "srun: error: …: Terminated" for a failure
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert "no failure found: the run finished" in explained.stdout, explained.stdout
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]  # no epoch twice

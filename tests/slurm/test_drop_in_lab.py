@@ -73,7 +73,7 @@ def _world_lines(run_dir: Path, world: int) -> list[str]:
     return sorted(lines)
 
 
-@pytest.mark.timeout(900)  # nineteen steps, and the shared lab's queue before them
+@pytest.mark.timeout(900)  # seventeen steps, and the shared lab's queue before them
 def test_users_batch_script_with_srun_noderun_run(
     lab_dir: Path, torchrun_gives: dict[int, dict[str, Any]]
 ) -> None:
@@ -113,14 +113,12 @@ srun -n 4 --ntasks-per-node=2 --cpus-per-task=1 $NR run --mode srun --run-dir sr
     $W/multinode_snapshot.py 2 --snapshot snap4.pt; echo "STEP srun-mode rc=$?"
 srun -n 4 --ntasks-per-node=2 --cpus-per-task=1 $NR run --mode srun --run-dir srun-mode-fail \\
     $W/multinode_snapshot.py 2 --snapshot snap5.pt --fail-rank 2; echo "STEP srun-mode-fail rc=$?"
-$NR run --run-dir fsdp-batch $W/fsdp2_dcp.py --ckpt dcp2; echo "STEP fsdp-batch rc=$?"
 LT_ACCELERATOR=cpu LT_DEVICES=1 LT_NUM_NODES=2 $NR run --run-dir fabric-batch $W/fabric_lt.py
 echo "STEP fabric-batch rc=$?"
-$NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lightning-batch rc=$?"
 """
     job_id, output = _sbatch(tmp_path, body)
     rc = dict(STEP_RC.findall(output))
-    assert len(rc) == 19, output
+    assert len(rc) == 17, output
 
     # two agents per node: every task says so in one line, exit 2, nothing started
     assert rc["bad-agents"] == "2", output
@@ -242,14 +240,14 @@ $NR run --run-dir lightning-batch $W/lightning_no_num_nodes.py 1; echo "STEP lig
     assert srun_fail["failure"]["rank"] == 2, srun_fail["failure"]
     assert cli(["verify", str(tmp_path / "srun-mode-fail")]).returncode == 1
 
-    # noderun run in the batch script (no srun) of FSDP2, Fabric with LT_*, Lightning
-    assert (rc["fsdp-batch"], rc["fabric-batch"], rc["lightning-batch"]) == ("0", "0", "0")
-    assert "fsdp2 world 2 saved" in (tmp_path / "fsdp-batch/logs/rank0.log").read_text()
+    # noderun run in the batch script (no srun) of Fabric with LT_* from the script's own
+    # environment. FSDP2 and Lightning run that way in test_users_scripts_submitted_in_both_modes
+    # (noderun submit's torchrun-mode job is `noderun run` in its batch script): fsdp-torchrun,
+    # lightning-torchrun, with these same assertions there
+    assert rc["fabric-batch"] == "0", output
     assert "fabric world 2 rank 1" in (tmp_path / "fabric-batch/logs/rank1.log").read_text()
-    for name, code in (("fsdp-batch", 0), ("fabric-batch", 0), ("lightning-batch", 1)):
-        assert cli(["verify", str(tmp_path / name)]).returncode == code, name
-    assert read_json(tmp_path / "lightning-batch/run.json")["status"] == "completed"
-    assert output.count("Trainer(num_nodes=2, devices=1)") == 2  # srun noderun run and batch
+    assert cli(["verify", str(tmp_path / "fabric-batch")]).returncode == 0
+    assert output.count("Trainer(num_nodes=2, devices=1)") == 1  # the srun noderun run step's
 
 
 @pytest.mark.timeout(600)  # the shared lab's queue
@@ -279,7 +277,7 @@ srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTA
         verdict.stdout
     )
     assert re.search(r"rank-logs\s+FAIL.*rank 1 hit a bad batch", verdict.stdout), verdict.stdout
-    explained = noderun(["explain", job_id], timeout=120, cwd=ROOT)
+    explained = cli(["explain", job_id], cwd=ROOT)
     assert "rank 1 hit a bad batch" in explained.stdout, explained.stdout
 
 
@@ -334,6 +332,10 @@ def test_users_scripts_submitted_in_both_modes(lab_dir: Path) -> None:
     assert {n: s for n, s in states.items() if n not in failed} == dict.fromkeys(
         set(jobs) - failed, "COMPLETED"
     ), out
+    # run.json agrees (lightning-torchrun: Lightning alone on each node still completes)
+    assert {n: r["status"] for n, r in runs.items() if n not in failed} == dict.fromkeys(
+        set(jobs) - failed, "completed"
+    )
 
     # a rank that raised, in each mode: run.json and verify name it
     for name, rank in (("snapshot-torchrun-fail", 1), ("snapshot-srun-fail", 0)):

@@ -384,6 +384,6 @@ def test_a_plain_scripts_killed_rank_is_named_not_its_peer(tmp_path: Path, mode:
     last = result.stderr.strip().splitlines()[-1]
     assert "rank 3 (node 1 on node" in last and "killed by SIGKILL" in last, last
     assert read_json(run_dir / "run.json")["failure"]["rank"] == 3
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.returncode == 1
     assert "  failed:   rank 3 (node 1 on node" in explained.stdout, explained.stdout

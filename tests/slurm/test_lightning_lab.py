@@ -74,7 +74,7 @@ def test_seed_002_missing_srun_is_named_while_the_job_hangs(tmp_path: Path) -> N
         f"export NODERUN_RUN_DIR={tmp_path}/run\n"
         f"{PYTHON} {EXAMPLE} --num-nodes 2 --devices 2\n"
     )
-    assert noderun(["check", str(script)]).returncode == 1  # caught before submitting, too
+    assert cli(["check", str(script)]).returncode == 1  # caught before submitting, too
     started = time.monotonic()
     sbatch = subprocess.run(
         ["sbatch", str(script)], capture_output=True, text=True, cwd=ROOT, env=clean_env()
@@ -83,7 +83,7 @@ def test_seed_002_missing_srun_is_named_while_the_job_hangs(tmp_path: Path) -> N
     try:
         diagnosis = None
         while time.monotonic() - started < 90:
-            result = noderun(["explain", "--quiet-for", "10", job_id])
+            result = cli(["explain", "--quiet-for", "10", job_id])
             if "root cause: missing-launcher: hanging at start-up" in result.stdout:
                 diagnosis = time.monotonic() - started
                 break

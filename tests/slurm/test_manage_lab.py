@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from noderun.backends.slurm import wait_for_job
-from tests.conftest import ROOT, SCRIPTS, clean_env, follow_logs, noderun, wait_until
+from tests.conftest import ROOT, SCRIPTS, clean_env, cli, follow_logs, noderun, wait_until
 from tests.slurm.lab import job_id_of, read_json, require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -72,25 +72,25 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 240), job
         mark = math.floor(time.time()) + 1  # steps 1-3 were written before it
-        listed = noderun(["ls", "--json", str(tmp_path / "runs")])
+        listed = cli(["ls", "--json", str(tmp_path / "runs")])
         runs = json.loads(listed.stdout)["runs"]
         assert [(r["status"], r["job_id"], r["backend"]) for r in runs] == [
             ("running", job, "slurm")
         ]
-        status = noderun(["status", "--json", job])
+        status = cli(["status", "--json", job])
         seen = json.loads(status.stdout)
         assert seen["job"]["state"] == "RUNNING" and seen["job"]["nodes"], seen
         assert [r["rank"] for r in seen["ranks"]] == [0, 1] and seen["ranks"][1]["progress"]
-        shown = noderun(["logs", job, "--rank", "1", "--grep", "step [23]$"])
+        shown = cli(["logs", job, "--rank", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
         follow, followed, reader = follow_logs("--rank", "1", job)
         assert wait_until(lambda: max(_followed_steps(list(followed)), default=0) > 3, 60), followed
         assert wait_until(lambda: os.stat(rank1).st_mtime > mark + 0.5, 30)
-        recent = noderun(["logs", job, "--rank", "1", "--since", _iso(mark)])
+        recent = cli(["logs", job, "--rank", "1", "--since", _iso(mark)])
         assert recent.returncode == 0 and _steps(recent.stdout), recent.stdout + recent.stderr
         assert min(_steps(recent.stdout)) > 3, recent.stdout  # cut inside the log
 
-        cancelled = noderun(["cancel", job], timeout=240)
+        cancelled = cli(["cancel", job])
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
         final = wait_for_job(job, poll=0.5, max_poll=0.5)
@@ -110,7 +110,7 @@ def test_a_submitted_job_listed_shown_cancelled_with_a_checkpoint_and_resumed(
     assert "Restarts=0" in shown_job or not shown_job, shown_job  # not requeued
     assert read_json(run_dir / "run.json")["status"] == "cancelled"
     assert "preempted by `noderun cancel`" in _text(run_dir / "logs" / "rank0.log")
-    again = noderun(["cancel", job])
+    again = cli(["cancel", job])
     assert again.returncode == 2 and "already ended (cancelled)" in again.stderr, again.stderr
 
     resumed = noderun([*command[:1], "--wait", *command[1:]], cwd=ROOT, timeout=300,
@@ -143,7 +143,7 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
         assert submitted.returncode == 0, submitted.stdout + submitted.stderr
         jobs.append(job := job_id_of(submitted.stdout))
         assert wait_until(lambda: "rank 1 step 2\n" in _text(rank1), 240), job
-        cancelled = noderun(["cancel", job], timeout=240)
+        cancelled = cli(["cancel", job])
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
         assert wait_for_job(job, poll=0.5, max_poll=0.5).state == "CANCELLED"
@@ -164,7 +164,7 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
         assert done.returncode == 0, done.stderr
         jobs.append(job := done.stdout.strip().split(";")[0])
         assert wait_until(lambda: _text(rank0).count("noderun: resumed from") > resumes, 240)
-        cancelled = noderun(["cancel", job], timeout=240)
+        cancelled = cli(["cancel", job])
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "every rank saved a checkpoint" in cancelled.stdout, cancelled.stdout
         assert wait_for_job(job, poll=0.5, max_poll=0.5).state == "CANCELLED"
@@ -177,7 +177,7 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
         assert resubmitted.returncode == 0, resubmitted.stdout + resubmitted.stderr
         jobs.append(job := job_id_of(resubmitted.stdout))
         assert wait_until(lambda: _text(rank0).count("noderun: resumed from") > resumes, 240)
-        cancelled = noderun(["cancel", "--now", job], timeout=120)
+        cancelled = cli(["cancel", "--now", job])
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
         assert "stopped at once" in cancelled.stdout, cancelled.stdout
         final = wait_for_job(job, poll=0.5, max_poll=0.5)
@@ -189,5 +189,5 @@ def test_a_torchrun_mode_job_cancelled_gracefully_resumed_then_cancelled_at_once
     assert record["status"] == "cancelled" and record["mode"] == "torchrun", record
     assert "cancelled" in [a["status"] for a in record["attempts"]], record["attempts"]
     assert "rank 1 step 600" not in _text(rank1)  # stopped, not finished
-    again = noderun(["cancel", "--now", job])
+    again = cli(["cancel", "--now", job])
     assert again.returncode == 2 and "already ended (cancelled)" in again.stderr, again.stderr

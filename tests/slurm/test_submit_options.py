@@ -19,6 +19,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 PLAIN = str(SCRIPTS / "plain_torch.py")
 
 
+def _no_torch(tmp_path: Path) -> str:
+    """A script whose ranks only print: these tests are about what reaches SLURM, and a rank
+    that imports torch costs ~1.5 CPU-s on the shared lab for nothing they look at."""
+    script = tmp_path / "says_hi.py"
+    script.write_text("import os\nprint('hi from rank', os.environ['RANK'], flush=True)\n")
+    return str(script)
+
+
 def show_job(job_id: str) -> str:
     done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -30,7 +38,7 @@ def test_exclusive_and_a_passed_through_option_reach_slurm(tmp_path: Path) -> No
     mark = f"noderun-{secrets.token_hex(3)}"
     result = noderun(
         ["submit", "--nodes", "2", "--exclusive", f"--sbatch-arg=--comment={mark}",
-         "--sbatch-arg=--mail-type=END", "--run-dir", str(tmp_path / "run"), PLAIN],
+         "--sbatch-arg=--mail-type=END", "--run-dir", str(tmp_path / "run"), _no_torch(tmp_path)],
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -91,7 +99,8 @@ def test_submit_table_of_noderun_toml_sets_cluster_defaults(tmp_path: Path) -> N
     (tmp_path / "noderun.toml").write_text(
         f'[submit]\nexclusive = true\nsbatch_arg = ["--comment={mark}"]\n'
     )
-    result = noderun(["submit", "--run-dir", str(tmp_path / "run"), PLAIN], cwd=tmp_path)
+    script = _no_torch(tmp_path)
+    result = noderun(["submit", "--run-dir", str(tmp_path / "run"), script], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     job_id = job_id_of(result.stdout)
     shown = show_job(job_id)

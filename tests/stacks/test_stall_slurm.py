@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from noderun.exit_codes import EXIT_STALLED
-from tests.conftest import ROOT, noderun
+from tests.conftest import ROOT, cli, noderun
 from tests.slurm.lab import job_id_of, read_json, require_lab, wait
 from tests.stacks.conftest import STUCK, line_of, path_with_py_spy, wait_for_file
 
@@ -45,7 +45,7 @@ def test_submitted_job_stall_names_the_stuck_rank_host_and_frame(tmp_path: Path)
     stuck_at = float((run_dir / "stuck_at").read_text())
     assert reports[0].stat().st_mtime - stuck_at < TIMEOUT + 10
     assert read_json(run_dir / "run.json")["status"] == "stalled"
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.stdout.startswith("root cause: stalled-rank:") and verdict in explained.stdout
 
 
@@ -56,7 +56,7 @@ def test_stacks_of_a_submitted_job_by_its_id(tmp_path: Path) -> None:
     job_id = job_id_of(output)
     try:
         wait_for_file(run_dir / "stuck_at")
-        shown = noderun(["stacks", "--json", job_id], timeout=120, PATH=path_with_py_spy())
+        shown = cli(["stacks", "--json", job_id], PATH=path_with_py_spy())
         assert shown.returncode == 0, shown.stderr
         data = json.loads(shown.stdout)
         assert data["world_size"] == 4 and data["missing"] == []
@@ -64,7 +64,7 @@ def test_stacks_of_a_submitted_job_by_its_id(tmp_path: Path) -> None:
         assert {r["rank"]: r["host"] for r in data["ranks"]} == {
             0: "node1", 1: "node1", 2: "node2", 3: "node2",
         }  # fmt: skip
-        text = noderun(["stacks", str(run_dir)], timeout=120, PATH=path_with_py_spy()).stdout
+        text = cli(["stacks", str(run_dir)], PATH=path_with_py_spy()).stdout
         assert f"of run {run_dir} (SLURM job {job_id})" in text
         assert "rank 1: load_batch()" in text and "<- straggler" in text
     finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, noderun, start_noderun, wait_until
+from tests.conftest import ROOT, cli, start_noderun, wait_until
 from tests.slurm.lab import require_lab
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -42,7 +42,7 @@ def test_a_job_array_sweep_requeues_only_the_preempted_task(tmp_path: Path) -> N
         waiting = [out / "mode=preempt" / "logs" / f"rank{r}.waiting-for-signal" for r in (0, 1)]
         assert wait_until(lambda: all(w.exists() for w in waiting), timeout=300), "never paused"
         job = json.loads((out / "sweep.json").read_text())["job_id"]
-        status = noderun(["status", "--json", f"{job}_2"])
+        status = cli(["status", "--json", f"{job}_2"])
         seen = json.loads(status.stdout)
         assert (seen["run_dir"], seen["job"]["state"]) == (str(out / "mode=preempt"), "RUNNING")
         signalled = subprocess.run(
@@ -71,9 +71,9 @@ def test_a_job_array_sweep_requeues_only_the_preempted_task(tmp_path: Path) -> N
     assert f"task {job}_2 (mode=preempt) PENDING" in stdout  # requeued, then ran again
     assert [json.loads((out / f"mode={m}" / "run.json").read_text())["job_id"]
             for m in ("ok", "fail", "preempt")] == [f"{job}_0", f"{job}_1", f"{job}_2"]  # fmt: skip
-    shown = noderun(["logs", f"{job}_1", "--rank", "1", "--grep", "deliberate failure"])
+    shown = cli(["logs", f"{job}_1", "--rank", "1", "--grep", "deliberate failure"])
     assert shown.returncode == 0 and "deliberate failure" in shown.stdout, shown
-    again = noderun(["cancel", f"{job}_0"])  # found, and refused: nothing left to cancel
+    again = cli(["cancel", f"{job}_0"])  # found, and refused: nothing left to cancel
     assert again.returncode == 2 and "already ended (completed)" in again.stderr, again.stderr
     rank0 = (out / "mode=preempt" / "logs" / "rank0.log").read_text()
     assert "job requeued, it resumes from the checkpoint" in rank0
