@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from noderun.errors import UsageError
-from noderun.verify import verifier
+from noderun.verify import target as verifier
 
 
 def _job(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:

@@ -24,7 +24,7 @@ def resolve(target: str) -> Path:
     task's ``4711_2``: verify's lookup); a one-line UsageError when it is neither."""
     run_dir = Path(target)
     if not run_dir.exists() and _JOB_ID.match(target):
-        from noderun.verify.verifier import resolve_target  # imports torch: only for a job id
+        from noderun.verify.target import resolve_target
 
         run_dir = resolve_target(target)
     if not run_dir.exists():

@@ -69,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     from noderun.errors import UsageError
     from noderun.verify import Expectations, verify_run_dir
     from noderun.verify.plain_job import verify_if_plain
-    from noderun.verify.verifier import CHECK_NAMES, resolve_target
+    from noderun.verify.target import resolve_target
+    from noderun.verify.verifier import CHECK_NAMES
 
     if args.json:  # the JSON report has no table: run.json holds the timeline
         refuse_unless_applies(

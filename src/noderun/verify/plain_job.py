@@ -24,7 +24,7 @@ def plain_job(target: str) -> JobRecord | None:
     record = slurm.job_record(target)
     if record is None:
         return None  # resolve_target says "unknown SLURM job id"
-    from noderun.verify.verifier import resolve_target
+    from noderun.verify.target import resolve_target
 
     try:
         resolve_target(target)
