@@ -69,6 +69,9 @@ FROM_CORPUS = {
     "corgs-23-no-cuda-gpus-visible-devices": "gpu-unavailable",  # torch's _cuda_init
     "modelangelo-60-slurm-job-without-gpu-allocated": "gpu-unavailable",  # NVML: no driver
     "horovod-98-ibv-create-qp-memlock": "memlock-limit",  # NCCL's ibvwrap, RLIMIT_MEMLOCK
+    # the seventh pass (diag9): c10d's store client giving up after its whole timeout
+    "llamafactory-6575-late-worker-store-timeout": "rendezvous-timeout",  # socket.cpp
+    "xtuner-438-store-timeout-slow-data-load": "rendezvous-timeout",
 }
 
 
@@ -575,8 +578,10 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
             "duplicate-gpu",
         ),
-        # torch <= 1.10's TCPStore client giving up, and torchelastic's wrapper of a store error
-        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "connection-refused"),
+        # torch <= 1.10's TCPStore client giving up after retrying refused connects for its whole
+        # timeout (the master's store never came up in time), and torchelastic's wrapper of a
+        # store error
+        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "rendezvous-timeout"),
         (
             "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
             "to the C10d store has failed. See inner exception for details.",
@@ -841,3 +846,24 @@ def test_ibv_enomem_is_the_memlock_limit_not_host_memory(tmp_path: Path) -> None
     )
     causes = [f.cause for f in explain([log])]
     assert causes and causes[0] == "memlock-limit"
+
+
+def test_a_store_timeout_whose_retries_never_got_an_answer_is_the_address(tmp_path: Path) -> None:
+    # c10d's client (socket.cpp) retries refused connects silently and warns for connects that
+    # timed out; the final "timed out after Ns" alone is a master that came late
+    # (xtuner-438), after errno-110 retries (llamafactory-3715's line) the address never answered
+    timeout = _key_line("xtuner-438-store-timeout-slow-data-load")
+    late = write(tmp_path / "late.log", timeout)
+    assert [f.cause for f in explain([late])][:1] == ["rendezvous-timeout"]
+    retry = _key_line("llamafactory-3715-placeholder-master-addr")
+    wrong = write(tmp_path / "wrong.log", f"[W socket.cpp:663] [c10d] {retry}", timeout)
+    root = explain([wrong])[0]
+    assert root.cause == "connection-refused" and root.evidence.line == 1
+    # torch >= 2.2 words the same retry "The server socket on … has timed out, will retry."
+    newer = (
+        "[W1122 10:20:05.123456 socket.cpp:611] [c10d] The server socket on [10.0.0.1]:29500 "
+        "has timed out, will retry."
+    )
+    signature = Scanner().classify(newer)
+    assert signature is not None and signature.cause == "connection-refused"
+    assert signature.tier is Tier.WEAK

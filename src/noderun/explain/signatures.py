@@ -531,6 +531,38 @@ SIGNATURES: tuple[Signature, ...] = (
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
+    # c10d's store client (socket.cpp SocketConnectOp) retries a refused or reset connection
+    # (nobody listens yet: only an INFO line every 30 s) and a connect that timed out (the
+    # address never answered: "[W] The server socket on … has timed out, will retry"; before
+    # torch 2.2 "[W] The client socket has failed to connect to … (errno: 110 - Connection
+    # timed out)") until its timeout, then throws this. Alone it says the master's store did
+    # not come up within the whole timeout: rank 0 started late (nodes set up at different
+    # speeds, slow work before init_process_group) or never; when the retries say the address
+    # never answered, that is the cause (verdict._never_answered)
+    Signature(
+        "rendezvous-timeout",
+        r"client socket has timed out after \S+ while trying to connect|"
+        # torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms."
+        r"connect\(\) timed out\. Original timeout was",
+        "a rank waited the whole timeout for the master's store and it never accepted a "
+        "connection: rank 0 started late (or not at all) while this rank was ready",
+        "start the master (node rank 0) no later than the others, or raise the rendezvous/"
+        "init timeout (init_process_group(timeout=…), the launcher's) when rank 0 does long "
+        "work (data preparation, environment set-up) before init_process_group; when it never "
+        "starts, check MASTER_ADDR/MASTER_PORT",
+    ),
+    # the address never answered a connect (SYN dropped: a wrong MASTER_ADDR, a host that is
+    # down, a firewall): c10d retries it (socket.cpp, torch >= 2.2; errno 110 before)
+    Signature(
+        "connection-refused",
+        r"\[W.*server socket on \S+ has timed out, will retry|"
+        r"\[W.*client socket has failed to connect to .*\(errno: 110 - ",
+        "the master address never answered a connection (connect timed out, retrying): a wrong "
+        "MASTER_ADDR, a host that is down, or a firewall dropping the port",
+        "set MASTER_ADDR to the first node of the job (an address every node reaches) and "
+        "check that no firewall drops MASTER_PORT between the nodes",
+        Tier.WEAK,
+    ),
     # torch retries connecting while the master starts: benign unless nothing else is found
     # (c10d's warning-level "[W …socket.cpp…] The client socket has failed to connect to …")
     Signature(
@@ -549,11 +581,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "connection-refused",
-        r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect|"
-        # c10d (socket.cpp): the store client retried until its timeout: nobody listened in time
-        # (torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms.")
-        r"client socket has timed out after \S+ while trying to connect|"
-        r"connect\(\) timed out\. Original timeout was",
+        r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
     ),
