@@ -867,3 +867,68 @@ def test_a_store_timeout_whose_retries_never_got_an_answer_is_the_address(tmp_pa
     signature = Scanner().classify(newer)
     assert signature is not None and signature.cause == "connection-refused"
     assert signature.tier is Tier.WEAK
+
+
+@pytest.mark.parametrize(
+    ("line", "cause", "tier"),
+    [
+        # torch.save's zip writer (caffe2/serialize/inline_container.cc): miniz's short-write
+        # error, then the position check of the next write
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:588] . PytorchStreamWriter "
+            "failed writing file data/12: file write failed",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 56833600 "
+            "vs 56833492",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        # Hugging Face datasets' builder.py before a download
+        (
+            "OSError: Not enough disk space. Needed: 134.92 GiB (download: 41.97 GiB, generated: "
+            "92.95 GiB, post-processed: Unknown size)",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        # slurm_strerror texts (common/slurm_errno.c)
+        (
+            "srun: error: Unable to create step for job 77: Job killed due node failure",
+            "node-failure",
+            Tier.ROOT,
+        ),
+        (
+            "srun: error: Unable to create step for job 77: Job killed due hitting max wall "
+            "clock limit",
+            "time-limit",
+            Tier.ROOT,
+        ),
+        # slurmstepd (req.c): a cancel that sent a signal; a step ended after a task failed
+        (
+            "slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE to SIGNAL "
+            "Terminated ***",
+            "interrupted",
+            Tier.CONSEQUENCE,
+        ),
+        (
+            "slurmstepd: error: *** STEP 77.0 ON n1 FAILED (non-zero exit code or other failure "
+            "mode) ***",
+            "rank-crashed",
+            Tier.CONSEQUENCE,
+        ),
+        # gloo (transport/tcp/pair.cc): a peer sent more bytes than this rank posted
+        (
+            "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+            "op.preamble.length <= op.nbytes. 8773632 vs 8386560",
+            "collective-deadlock",
+            Tier.ROOT,
+        ),
+    ],
+)
+def test_messages_of_the_seventh_pass_read_from_their_sources(
+    line: str, cause: str, tier: Tier
+) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and (signature.cause, signature.tier) == (cause, tier)

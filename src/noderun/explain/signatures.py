@@ -516,7 +516,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "disk-full",
         r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b|"
-        r"The node was low on resource: ephemeral-storage",  # the kubelet evicting a pod
+        r"The node was low on resource: ephemeral-storage|"  # the kubelet evicting a pod
+        # torch.save's zip writer (caffe2/serialize/inline_container.cc): a short write is
+        # miniz's "file write failed"; the write after it finds the file position off
+        r"PytorchStreamWriter failed writing .*: file write failed|"
+        r"\bunexpected pos \d+ vs \d+|"
+        # Hugging Face datasets (builder.py) checks the room for a download before it starts
+        r"Not enough disk space\. Needed:",
         "a write failed: the filesystem is full or the user's quota is used up",
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
@@ -608,6 +614,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "collective-deadlock",
         r"Detected mismatch between collectives|"
+        # gloo (transport/tcp/pair.cc GLOO_ENFORCE_LE): a peer sent a larger buffer than this
+        # rank posted for the same collective: the ranks' tensors differ in size
+        r"op\.preamble\.length <= op\.nbytes|"
         # NCCL's own check of the collectives ranks call
         r"Mismatched collective detected",
         "ranks called different collectives (c10d's desync check caught it)",
@@ -827,7 +836,9 @@ SIGNATURES: tuple[Signature, ...] = (
     # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
     Signature(
         "time-limit",
-        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT",
+        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT|"
+        # slurm_strerror(ESLURM_JOB_TIME_LIMIT_KILLED) (common/slurm_errno.c)
+        r"Job killed due hitting max wall clock limit",
         "SLURM cancelled the job at its time limit",
         "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
         "(the lines before it; `noderun submit` warns before the limit)",
@@ -841,7 +852,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "node-failure",
-        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
+        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL|"
+        # slurm_strerror(ESLURM_JOB_NODE_FAIL_KILLED) (common/slurm_errno.c)
+        r"Job killed due node failure",
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
     ),
@@ -851,7 +864,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # so it only counts when nothing else was found
     Signature(
         "interrupted",
-        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        # (req.c: "… DUE to SIGNAL Terminated ***" when the cancel sent SIGTERM or SIGKILL)
+        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ (DUE to SIGNAL \w+ )?\*\*\*",
         "SLURM cancelled the job without a reason: someone ran scancel, or the session that "
         "ran srun ended",
         _CANCEL_FIX,
@@ -860,7 +874,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "interrupted",
-        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ (DUE to SIGNAL \w+ )?\*\*\*",
         "SLURM cancelled the job step without a reason (scancel, the srun session ended, or "
         "srun stopped the step after a task failed)",
         _CANCEL_FIX,
@@ -881,6 +895,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"ChildFailedError|Root Cause \(first observed failure\)|Signal \d+ \(SIG\w+\) received|"
         r"\*\*\* STEP .* CANCELLED|died with <Signals|SignalException: Process \d+ got signal|"
+        # slurmstepd (req.c) after a task failed: "*** STEP … ON … FAILED (non-zero exit code
+        # or other failure mode) ***", "… CANCELLED AT … DUE TO TASK FAILURE ***"
+        r"\*\*\* (STEP|JOB) \S+ ON \S+ FAILED \(non-zero exit code|"
         r"srun: error: .*task|"
         # Open MPI's mpirun after a rank exited non-zero (help-errmgr-base.txt)
         r"process returned\s+a non-zero exit code|noticed that process rank \d+ .*exited on signal|"
