@@ -932,3 +932,27 @@ def test_messages_of_the_seventh_pass_read_from_their_sources(
 ) -> None:
     signature = Scanner().classify(line)
     assert signature is not None and (signature.cause, signature.tier) == (cause, tier)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # ProcessGroupNCCL (NCCLUtils) after its watchdog or a failure aborted the communicator
+        "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
+        # TCPStore's client when the store's process (rank 0) went away while it waited
+        "RuntimeError: Stop_waiting response is expected",
+        # elastic's dynamic rendezvous closed by another node's agent
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+        # gloo's monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
+        "[E ProcessGroupGloo.cpp:138] Rank 0 successfully reached monitoredBarrier, but received "
+        "errors while waiting for send/recv from rank 1. Please check rank 1 logs for faulty rank.",
+    ],
+)
+def test_what_survivors_raise_is_a_consequence(line: str, tmp_path: Path) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "rank-crashed"
+    assert signature.tier is Tier.CONSEQUENCE
+    # printed first, it still yields to the failing rank's own exception after it
+    log = write(tmp_path / "r.log", line, "ValueError: batch 17 has no labels")
+    root = explain([log])[0]
+    assert root.evidence.line == 2

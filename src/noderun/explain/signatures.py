@@ -789,7 +789,14 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"[Cc]onnection (closed|reset) by peer|remote worker crash|[Bb]roken pipe|"
-        r"ECONNRESET|Socket Timeout|Connection was likely closed|Failed to recv, got 0 bytes",
+        r"ECONNRESET|Socket Timeout|Connection was likely closed|Failed to recv, got 0 bytes|"
+        # ProcessGroupNCCL (NCCLUtils) on a communicator its watchdog or a failure aborted
+        # (the "Original reason for failure", when a signature knows it, is matched before);
+        # TCPStore's client when the store (rank 0's process) went away mid-wait; the
+        # rendezvous another node's agent closed (elastic dynamic_rendezvous.py); gloo's
+        # monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
+        r"NCCL communicator was aborted on rank \d+|Stop_waiting response is expected|"
+        r"RendezvousClosedError|successfully reached monitoredBarrier, but received errors",
         "a rank lost its peer (that peer failed first)",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
