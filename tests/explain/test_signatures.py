@@ -72,6 +72,7 @@ FROM_CORPUS = {
     # the seventh pass (diag9): c10d's store client giving up after its whole timeout
     "llamafactory-6575-late-worker-store-timeout": "rendezvous-timeout",  # socket.cpp
     "xtuner-438-store-timeout-slow-data-load": "rendezvous-timeout",
+    "styletts-18-unexpected-pos-drive-full": "disk-full",  # torch.save's position check
 }
 
 
@@ -925,6 +926,13 @@ def test_a_store_timeout_whose_retries_never_got_an_answer_is_the_address(tmp_pa
             "collective-deadlock",
             Tier.ROOT,
         ),
+        (
+            "RuntimeError: [enforce fail at gloo/transport/tcp/pair.cc:380] op.preamble.length <= "
+            "op.nbytes. 4096 vs 8. Received data size doesn't match expected size. Is there a "
+            "distributed collective mismatch in your code?",
+            "collective-deadlock",
+            Tier.ROOT,
+        ),
     ],
 )
 def test_messages_of_the_seventh_pass_read_from_their_sources(
@@ -946,6 +954,11 @@ def test_messages_of_the_seventh_pass_read_from_their_sources(
         # gloo's monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
         "[E ProcessGroupGloo.cpp:138] Rank 0 successfully reached monitoredBarrier, but received "
         "errors while waiting for send/recv from rank 1. Please check rank 1 logs for faulty rank.",
+        # gloo (transport/tcp/pair.cc) on a read that failed other than by EOF
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+        "[10.0.0.2]:41234: Connection timed out. This is typically caused by a remote worker "
+        "hanging or bugs in the application. Check the logs of the remote worker before "
+        "reporting an error.",
     ],
 )
 def test_what_survivors_raise_is_a_consequence(line: str, tmp_path: Path) -> None:

@@ -615,8 +615,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective-deadlock",
         r"Detected mismatch between collectives|"
         # gloo (transport/tcp/pair.cc GLOO_ENFORCE_LE): a peer sent a larger buffer than this
-        # rank posted for the same collective: the ranks' tensors differ in size
+        # rank posted for the same collective: the ranks' tensors differ in size (worded as a
+        # collective mismatch since pytorch/gloo#456)
         r"op\.preamble\.length <= op\.nbytes|"
+        r"Received data size doesn't match expected size\. Is there a distributed collective "
+        r"mismatch|"
         # NCCL's own check of the collectives ranks call
         r"Mismatched collective detected",
         "ranks called different collectives (c10d's desync check caught it)",
@@ -796,7 +799,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # rendezvous another node's agent closed (elastic dynamic_rendezvous.py); gloo's
         # monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
         r"NCCL communicator was aborted on rank \d+|Stop_waiting response is expected|"
-        r"RendezvousClosedError|successfully reached monitoredBarrier, but received errors",
+        r"RendezvousClosedError|successfully reached monitoredBarrier, but received errors|"
+        # gloo (transport/tcp/pair.cc) on a read that failed other than by EOF
+        r"typically caused by a remote worker hanging or bugs in the application",
         "a rank lost its peer (that peer failed first)",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
