@@ -919,6 +919,47 @@ def test_a_store_timeout_whose_retries_never_got_an_answer_is_the_address(tmp_pa
             "rank-crashed",
             Tier.CONSEQUENCE,
         ),
+        # memory: torch >= 2.1's CPU allocator (alloc_cpu.cpp), ROCm's allocator, cuBLAS
+        (
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
+            "enough memory: you tried to allocate 1073741824 bytes.",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        (
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+            "`cublasCreate(handle)`",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        # the GPU itself: a GSP timeout Xid, CUDA's cudaErrorNvlinkUncorrectable, the driver
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 119, pid=1234, name=python, Timeout after 6s of waiting "
+            "for RPC response from GPU0 GSP!",
+            "gpu-fault",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+            "gpu-fault",
+            Tier.ROOT,
+        ),
+        ("NVRM: RmInitAdapter failed! (0x26:0xffff:1601)", "gpu-fault", Tier.ROOT),
+        # cudaErrorSystemNotReady: NVSwitch fabric manager not running
+        ("RuntimeError: CUDA error: system not yet initialized", "gpu-unavailable", Tier.ROOT),
+        # srun (api/step_launch.c) losing a node's slurmstepd
+        (
+            "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on "
+            "node 3",
+            "node-failure",
+            Tier.ROOT,
+        ),
+        ("srun: error: Aborting, can not test connection to node 1.", "node-failure", Tier.ROOT),
         # gloo (transport/tcp/pair.cc): a peer sent more bytes than this rank posted
         (
             "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "

@@ -304,7 +304,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-fault",
         r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
-        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|fallen off the bus|"
+        r"NVRM: Xid \(.*\): (48|61|62|63|64|74|79|92|94|95|119|120|140)\b|fallen off the bus|"
+        # CUDA's cudaErrorNvlinkUncorrectable; the driver failing to bring a GPU up
+        r"uncorrectable NVLink error|RmInitAdapter failed|"
         r"Unable to determine the device handle for GPU.*GPU is lost",
         "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
         "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
@@ -357,7 +359,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # count on cudaErrorInitializationError, ProcessGroupNCCL's constructor
         r"Found no NVIDIA driver on your system|"
         r"CUDA driver initialization failed, you might not have a CUDA gpu|"
-        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found|"
+        # cudaErrorSystemNotReady: an NVSwitch system whose fabric manager is not running
+        r"CUDA error: system not yet initialized|cudaErrorSystemNotReady",
         "the process sees no GPU it can use: none allocated to it, CUDA_VISIBLE_DEVICES hides "
         "them, or they are held by other processes (exclusive compute mode)",
         "ask the scheduler for GPUs (--gres=gpu:N / --gpus-per-node), do not set "
@@ -411,6 +415,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # same for a memory cgroup ("Memory cgroup out of memory: Kill process …")
         r"[Oo]ut of memory: Kill(ed)? process|"
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
+        # torch >= 2.1's CPU allocator (c10/core/impl/alloc_cpu.cpp), ROCm's caching allocator,
+        # cuBLAS failing to allocate its workspace/handle, the driver API's error name
+        r"DefaultCPUAllocator: not enough memory|HIP out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
+        r"CUDA_ERROR_OUT_OF_MEMORY|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         # (CUDACHECK's WARN is "Cuda failure N '…'", before NCCL 2.19 "Cuda failure '…'")
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure (\d+ )?'out of memory'|"
@@ -866,7 +874,12 @@ SIGNATURES: tuple[Signature, ...] = (
         "node-failure",
         r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL|"
         # slurm_strerror(ESLURM_JOB_NODE_FAIL_KILLED) (common/slurm_errno.c)
-        r"Job killed due node failure",
+        r"Job killed due node failure|"
+        # srun (api/step_launch.c) losing its I/O connection to a node's slurmstepd: "If the
+        # node is suspected to be down, abort the job"
+        r"aborting, io error with slurmstepd on node \d+|"
+        r"Aborting, (step missing and io error|io error and missing step) on node \d+|"
+        r"Aborting, can not test connection to node \d+",
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
     ),
