@@ -1010,3 +1010,27 @@ def test_what_survivors_raise_is_a_consequence(line: str, tmp_path: Path) -> Non
     log = write(tmp_path / "r.log", line, "ValueError: batch 17 has no labels")
     root = explain([log])[0]
     assert root.evidence.line == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # torchelastic's agent (elastic/agent/server/api.py, its format strings) once every
+        # local worker exited 0; deepspeed's launcher (launcher/launch.py) per worker
+        "I0310 12:00:01.000000 4242 torch/distributed/elastic/agent/server/api.py:879] [default] "
+        "worker group successfully finished. Waiting 300 seconds for other agents to finish.",
+        "I0310 12:00:01.000000 4242 torch/distributed/elastic/agent/server/api.py:932] Local "
+        "worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds for other agents "
+        "to finish",
+        "[2024-03-10 12:00:01,000] [INFO] [launch.py:351:main] Process 4243 exits successfully.",
+    ],
+)
+def test_a_launchers_word_that_the_workers_succeeded_is_a_finished_run(
+    line: str, tmp_path: Path
+) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "finished"
+    # benign connect retries before it (c10d's warning, llamafactory-3715's wording) stay noise
+    retry = "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+    log = write(tmp_path / "ok.log", retry + "(errno: 111 - Connection refused).", line)
+    assert explain([log]) == []

@@ -997,7 +997,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
         r"noderun: job completed in |"
         # transformers' Trainer.train() at its end
-        r"Training completed\. Do not forget to share your model",
+        r"Training completed\. Do not forget to share your model|"
+        # torchelastic's agent (elastic/agent/server/api.py) when every local worker exited 0
+        # (WorkerState.SUCCEEDED), before its exit barrier; deepspeed's launcher
+        # (launcher/launch.py) for each worker that exited 0
+        r"worker group successfully finished\. Waiting \d+ seconds for other agents|"
+        r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
+        r"launch\.py:\d+:main\] Process \d+ exits successfully",
         "the run finished",
         "",
         Tier.SIGN,
