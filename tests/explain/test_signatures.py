@@ -1034,3 +1034,20 @@ def test_a_launchers_word_that_the_workers_succeeded_is_a_finished_run(
     retry = "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
     log = write(tmp_path / "ok.log", retry + "(errno: 111 - Connection refused).", line)
     assert explain([log]) == []
+
+
+def test_a_connect_retry_before_nccl_formed_the_group_is_no_failure(tmp_path: Path) -> None:
+    # c10d retries while the master starts; NCCL's "Init COMPLETE" of a communicator of several
+    # ranks (lightning-1637's line) says every rank connected: the retry was benign
+    retry = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+        "(errno: 111 - Connection refused)."
+    )
+    init = _line_with("lightning-1637-spawn-weights-loaded-on-every-node", "Init COMPLETE")
+    alone = write(tmp_path / "retry.log", retry, "epoch 1 step 10 loss 0.52")
+    assert [f.cause for f in explain([alone])] == ["connection-refused"]
+    formed = write(tmp_path / "formed.log", retry, init, "epoch 1 step 10 loss 0.52")
+    assert explain([formed]) == []
+    # a launcher-less start forms communicators of one rank: no such proof
+    single = init.replace("nranks 8", "nranks 1")
+    assert explain([write(tmp_path / "one.log", retry, single)])[0].cause == "connection-refused"

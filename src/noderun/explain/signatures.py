@@ -576,6 +576,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "set MASTER_ADDR to the first node of the job (an address every node reaches) and "
         "check that no firewall drops MASTER_PORT between the nodes",
         Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
     ),
     # torch retries connecting while the master starts: benign unless nothing else is found
     # (c10d's warning-level "[W …socket.cpp…] The client socket has failed to connect to …")
@@ -585,6 +586,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
     ),
     Signature(
         "connection-refused",
@@ -592,6 +594,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
     ),
     Signature(
         "connection-refused",
@@ -1012,6 +1015,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "registered",
         r"All distributed processes registered\. Starting with (\d+) processes",
         "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    # NCCL (src/init.cc) once a communicator of several ranks is up: every rank of it connected
+    # (a launcher-less start makes communicators of one rank: "nranks 1")
+    Signature(
+        "registered",
+        r"NCCL INFO comm \S+ rank \d+ nranks ([2-9]|\d\d+) .*Init COMPLETE",
+        "every rank joined an NCCL communicator",
         "",
         Tier.SIGN,
     ),
