@@ -1051,3 +1051,67 @@ def test_a_connect_retry_before_nccl_formed_the_group_is_no_failure(tmp_path: Pa
     # a launcher-less start forms communicators of one rank: no such proof
     single = init.replace("nranks 8", "nranks 1")
     assert explain([write(tmp_path / "one.log", retry, single)])[0].cause == "connection-refused"
+
+
+# NCCL's WARN texts (src/ of NVIDIA/nccl, their format strings filled in): newer IB completion
+# and async-event wordings, its socket layer giving up on an address, its own configuration
+# checks, host allocations, the driver check, the socket transport's size check
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        (
+            "node1:1:1 [0] transport/net_ib/p2p.cc:688 NCCL WARN NET/IB: Got completion from "
+            "peer 10.0.0.2<4567> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) "
+            "vendor_err=129 localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_0",
+            "network-unreachable",
+        ),
+        (
+            "node1:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: connect to "
+            "172.17.0.1<45679> returned Connection refused, exceeded error retry count after "
+            "35 attempts",
+            "network-unreachable",
+        ),
+        (
+            "node1:1:1 [0] transport/net_ib/init.cc:120 NCCL WARN NET/IB : mlx5_0:1 async "
+            "fatal event: local catastrophic error",
+            "link-fault",
+        ),
+        (
+            "node1:1:1 [0] transport/net_ib.cc:900 NCCL WARN NET/IB : Attempted to connect "
+            "incompatible devices: [0]mlx5_0:1/IB and [1]mlx5_1:1/RoCE. Try selecting NICs "
+            "of only one link type using NCCL_IB_HCA",
+            "nccl-config",
+        ),
+        (
+            "node1:1:1 [0] init.cc:300 NCCL WARN Detected mixed local Net device counts "
+            "across ranks (min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to ignore this check",
+            "nccl-config",
+        ),
+        (
+            "node1:1:1 [0] NCCL WARN Failed to CUDA host alloc 4194304 bytes",
+            "out-of-memory",
+        ),
+        (
+            "node1:1:1 [0] init.cc:200 NCCL WARN CUDA Driver version found is 11040. Minimum "
+            "requirement is 11080",
+            "version-mismatch",
+        ),
+        (
+            "node1:1:1 [0] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer "
+            "10.0.0.2<44125> message truncated : receiving 1048576 bytes instead of 65536. "
+            "If you believe your socket network is in a healthy state, there may be a "
+            "mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, "
+            "NCCL_ALGO) between ranks",
+            "collective-deadlock",
+        ),
+        (
+            "node1:1:1 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on "
+            "this system. Check the IMEX channel configuration "
+            "(/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
+            "nccl-config",
+        ),
+    ],
+)
+def test_nccl_warn_texts_read_from_the_nccl_source(line: str, cause: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and (signature.cause, signature.tier) == (cause, Tier.ROOT)

@@ -324,6 +324,23 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # a config-based NCCL tuner plugin found installed (an image, gIB) with no config: NCCL
     # init fails with ncclInternalError, this its "Last error:"
+    # NCCL's own checks of a setup that cannot work as configured (net_ib, init.cc, net.cc,
+    # mnnvl.cc, nvls.cc): NICs of different link layers, nodes with different NIC counts, a
+    # NET plugin (NCCL_NET) that is not there, MNNVL/NVLS the fabric (IMEX, fabric manager)
+    # does not support, an unparsable NCCL_COMM_ID, transports all disabled
+    Signature(
+        "nccl-config",
+        r"NET/IB ?: (Attempted to connect incompatible devices|Remote \S+ device is incompatible "
+        r"with the local)|Detected mixed local (Coll)?Net device counts across ranks|"
+        r"Failed to initialize any NET plugin|MNNVL \(cliqueSize \d+\) is available but not "
+        r"working|Failed to bind NVLink SHARP \(NVLS\) Multicast memory|Invalid NCCL_COMM_ID|"
+        r"Rank \d+ has no transport for \S+ peer \d+",
+        "NCCL found its configuration does not fit these nodes (NICs, NET plugin, NVLink "
+        "fabric, NCCL_COMM_ID or disabled transports)",
+        "read the NCCL WARN: select NICs of one kind (NCCL_IB_HCA), give nodes the same NICs or "
+        "set what the WARN names (NCCL_IGNORE_NET_MISMATCH, NCCL_MNNVL_ENABLE=0, "
+        "NCCL_NVLS_ENABLE=0); check NCCL_* settings in the environment, image and /etc/nccl.conf",
+    ),
     Signature(
         "nccl-config",
         r"No NCCL_TUNER_CONFIG_PATH provided",
@@ -422,6 +439,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         # (CUDACHECK's WARN is "Cuda failure N '…'", before NCCL 2.19 "Cuda failure '…'")
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure (\d+ )?'out of memory'|"
+        r"Failed to CUDA host alloc \d+ bytes|NCCL WARN Failed to malloc \d+ bytes|"
+        r"Unrecoverable error detected: malloc\(size=\d+\) returned null|"
         r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
         r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
@@ -479,6 +498,12 @@ SIGNATURES: tuple[Signature, ...] = (
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
         r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
+        # NCCL >= 2.24 names the status (net_ib/p2p.cc: "status=IBV_WC_RETRY_EXC_ERR(12)"); its
+        # socket layer (os/linux.cc) giving up on a peer's address: "connect to ADDR returned
+        # Connection refused, exceeded error retry count" (an address no peer listens on: often
+        # an interface every node has alike, docker0)
+        r"NET/IB ?: Got completion from peer .* with status=[A-Z_]+\([1-9]\d*\)|"
+        r"NCCL WARN .*connect to \S+ returned .*exceeded error retry count|"
         # NCCL's verbs wrapper (misc/ibvwrap.cc): moving a queue pair to RTR/RTS needs the
         # remote NIC reachable (routing, GID index, rails)
         r"Call to ibv_modify_qp failed|"
@@ -490,7 +515,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "link-fault",
-        r"NET/IB : .*Got async event : (port error|local catastrophic error|.*link)",
+        r"NET/IB : .*Got async event : (port error|local catastrophic error|.*link)|"
+        # NCCL >= 2.24's wording (net_ib): "NET/IB : mlx5_0:1 async fatal event: …"
+        r"NET/IB ?: \S+ async fatal event",
         "the InfiniBand/RoCE port reported an error: a failing or flapping link",
         "drain the node and have the link checked (ibstat, the switch port); exclude the node",
     ),
@@ -629,6 +656,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # rank posted for the same collective: the ranks' tensors differ in size (worded as a
         # collective mismatch since pytorch/gloo#456)
         r"op\.preamble\.length <= op\.nbytes|"
+        # NCCL's socket transport (net_socket.cc) receiving more than the posted size
+        r"NET/Socket : peer \S+ message truncated : receiving \d+ bytes instead of|"
         r"Received data size doesn't match expected size\. Is there a distributed collective "
         r"mismatch|"
         # NCCL's own check of the collectives ranks call
@@ -755,6 +784,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc); torch's CUDA init
         # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
         r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
+        r"CUDA Driver version found is \d+\. Minimum requirement is|"  # NCCL's init.cc
         r"mismatches the version that was used to compile PyTorch|"
         r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:|"
         # a torch build without CUDA (cuda/__init__.py _lazy_init) or without NCCL
