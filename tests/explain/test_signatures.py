@@ -1023,6 +1023,10 @@ def test_what_survivors_raise_is_a_consequence(line: str, tmp_path: Path) -> Non
         "worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds for other agents "
         "to finish",
         "[2024-03-10 12:00:01,000] [INFO] [launch.py:351:main] Process 4243 exits successfully.",
+        # transformers' Trainer.train() closing log (transformers-11796's line), Megatron-LM's
+        # pretrain() after its loop (training.py print_datetime)
+        _line_with("transformers-11796-healthy-16-node-trainer", "'train_runtime'"),
+        "[after training is done] datetime: 2024-03-10 12:00:01 ",
     ],
 )
 def test_a_launchers_word_that_the_workers_succeeded_is_a_finished_run(

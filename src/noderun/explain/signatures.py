@@ -1029,8 +1029,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "finished",
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
         r"noderun: job completed in |"
-        # transformers' Trainer.train() at its end
-        r"Training completed\. Do not forget to share your model|"
+        # transformers' Trainer.train() at its end (its closing log holds the speed metrics)
+        r"Training completed\. Do not forget to share your model|'train_runtime': \d|"
+        # Megatron-LM's pretrain() (training/training.py print_datetime)
+        r"\[after training is done\] datetime:|"
         # torchelastic's agent (elastic/agent/server/api.py) when every local worker exited 0
         # (WorkerState.SUCCEEDED), before its exit barrier; deepspeed's launcher
         # (launcher/launch.py) for each worker that exited 0
