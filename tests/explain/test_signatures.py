@@ -1119,3 +1119,17 @@ def test_a_connect_retry_before_nccl_formed_the_group_is_no_failure(tmp_path: Pa
 def test_nccl_warn_texts_read_from_the_nccl_source(line: str, cause: str) -> None:
     signature = Scanner().classify(line)
     assert signature is not None and (signature.cause, signature.tier) == (cause, Tier.ROOT)
+
+
+def test_a_cuda_call_after_the_runtime_unloaded_is_an_exit_failure(tmp_path: Path) -> None:
+    # CUDA's cudaErrorCudartUnloading ("driver shutting down"): a call at process exit, after
+    # the runtime was unloaded (ProcessGroupNCCL's watchdog, a destructor)
+    line = (
+        "[E ProcessGroupNCCL.cpp:455] [Rank 1] NCCL watchdog thread terminated with exception: "
+        "CUDA error: driver shutting down"
+    )
+    log = write(tmp_path / "exit.log", line)
+    assert explain([log])[0].cause == "finalization-abort"
+    # after an error of its own it is not the cause (findings.Ranker)
+    crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", line)
+    assert explain([crashed])[0].cause == "rank-crashed"

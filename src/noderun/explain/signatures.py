@@ -417,7 +417,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "finalization-abort",
         r"terminate called without an active exception|free\(\): invalid pointer|"
         r"double free or corruption|munmap_chunk\(\): invalid pointer|"
-        r"corrupted size vs\. prev_size",
+        r"corrupted size vs\. prev_size|"
+        # CUDA's cudaErrorCudartUnloading: a CUDA call (ProcessGroupNCCL's watchdog, a
+        # destructor) after the runtime was unloaded at process exit
+        r"CUDA error: driver shutting down|cudaErrorCudartUnloading",
         "a rank aborted (SIGABRT) in native code with no error before it: in interpreter "
         "teardown when its work had ended",
         _ABORT_FIX,
