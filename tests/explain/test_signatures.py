@@ -1133,3 +1133,32 @@ def test_a_cuda_call_after_the_runtime_unloaded_is_an_exit_failure(tmp_path: Pat
     # after an error of its own it is not the cause (findings.Ranker)
     crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", line)
     assert explain([crashed])[0].cause == "rank-crashed"
+
+
+def test_sigint_from_outside_is_an_interrupt_and_sigterm_stays_a_consequence(
+    tmp_path: Path,
+) -> None:
+    # Python's KeyboardInterrupt and torchelastic's agent (elastic/multiprocessing/api.py:
+    # "Process N got signal: 2"; agent/server/api.py: "Received 2 death signal") after Ctrl-C
+    ctrl_c = write(
+        tmp_path / "ctrl_c.log",
+        "epoch 1 step 40 loss 0.7",
+        "Traceback (most recent call last):",
+        "KeyboardInterrupt",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 17941 got "
+        "signal: 2",
+    )
+    assert [f.cause for f in explain([ctrl_c])][:1] == ["interrupted"]
+    # a rank's own error before the interrupt stays the cause
+    crashed = write(
+        tmp_path / "crash.log", "ValueError: batch 17 has no labels", "KeyboardInterrupt"
+    )
+    assert explain([crashed])[0].cause == "rank-crashed"
+    # SIGTERM to the agent may be srun stopping the step after another task failed (the
+    # project's run_hang fixture's agent line): no interrupt of its own
+    sigterm = (
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 17941 got "
+        "signal: 15"
+    )
+    signature = Scanner().classify(sigterm)
+    assert signature is not None and signature.cause == "rank-crashed"

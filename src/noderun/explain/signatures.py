@@ -919,6 +919,23 @@ SIGNATURES: tuple[Signature, ...] = (
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
     ),
+    # SIGINT/SIGHUP come from outside (Ctrl-C, srun forwarding it, a closed terminal): launchers
+    # stop their workers with SIGTERM/SIGKILL, never these. Python's KeyboardInterrupt (the
+    # exception line of a rank that got SIGINT) and torchelastic's agent (elastic/multiprocessing
+    # api.py _terminate_process_handler, agent/server/api.py; "2", or "Signals.SIGINT" before
+    # Python 3.11) say the run was stopped from outside; SIGTERM may be srun stopping a step
+    # after another task failed, so it stays a consequence (below)
+    Signature(
+        "interrupted",
+        r"^KeyboardInterrupt\s*$|"
+        r"SignalException: Process \d+ got signal: (Signals\.)?(SIGINT|SIGHUP|2|1)\b|"
+        r"Received (Signals\.)?(SIGINT|SIGHUP|2|1) death signal, shutting down workers",
+        "the run was stopped from outside with SIGINT/SIGHUP (Ctrl-C, or the terminal that ran "
+        "it closed)",
+        "start long runs in sbatch, tmux or nohup (not a terminal that may close); if it was "
+        "stopped because it hung, the lines before the interrupt say where",
+        run_failed=True,
+    ),
     # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
     # the session that ran srun ended): after the DUE TO … lines above. The job's line is
     # that cancel; a step's line alone is also what a step killed after a failure prints,

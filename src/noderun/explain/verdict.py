@@ -129,7 +129,8 @@ def judge(
     if exit_failure is not None:
         problems.insert(0, exit_failure)
     if sources.known:  # what the run's records prove comes before what the logs suggest
-        problems = [*sources.known, *(f for f in problems if f.cause != "rank-crashed")]
+        proven = {f.cause for f in sources.known} | {"rank-crashed"}
+        problems = [*sources.known, *(f for f in problems if f.cause not in proven)]
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
     verdict = Verdict(
