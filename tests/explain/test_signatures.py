@@ -73,6 +73,7 @@ FROM_CORPUS = {
     "llamafactory-6575-late-worker-store-timeout": "rendezvous-timeout",  # socket.cpp
     "xtuner-438-store-timeout-slow-data-load": "rendezvous-timeout",
     "styletts-18-unexpected-pos-drive-full": "disk-full",  # torch.save's position check
+    "tinyfaces-12-cpu-allocator-laptop-8g": "out-of-memory",  # "DefaultCPUAllocator: not enough"
 }
 
 
