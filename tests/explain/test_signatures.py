@@ -74,6 +74,8 @@ FROM_CORPUS = {
     "xtuner-438-store-timeout-slow-data-load": "rendezvous-timeout",
     "styletts-18-unexpected-pos-drive-full": "disk-full",  # torch.save's position check
     "tinyfaces-12-cpu-allocator-laptop-8g": "out-of-memory",  # "DefaultCPUAllocator: not enough"
+    "rtdaction-31-ctrl-c-stuck-run-death-signal-2": "interrupted",  # the agent got SIGINT
+    "lerobot-3818-ctrl-c-stuck-training-death-signal-2": "interrupted",
 }
 
 
