@@ -1165,3 +1165,17 @@ def test_sigint_from_outside_is_an_interrupt_and_sigterm_stays_a_consequence(
     )
     signature = Scanner().classify(sigterm)
     assert signature is not None and signature.cause == "rank-crashed"
+
+
+def test_an_agent_stopped_with_sigterm_is_said_only_when_nothing_else_failed(
+    tmp_path: Path,
+) -> None:
+    # the project's run_hang fixture's agent line (torchelastic agent/server/api.py)
+    agent = (
+        "W1122 10:36:45.345000 17941 torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers"
+    )
+    alone = write(tmp_path / "agent.log", "epoch 3 step 900 loss 0.2", agent)
+    assert [f.cause for f in explain([alone])] == ["interrupted"]
+    crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", agent)
+    assert [f.cause for f in explain([crashed])] == ["rank-crashed"]

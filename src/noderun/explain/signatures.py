@@ -936,6 +936,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "stopped because it hung, the lines before the interrupt say where",
         run_failed=True,
     ),
+    # torchelastic's agent got SIGTERM: scancel, a time limit, srun stopping the step after
+    # another task failed, a supervisor: stopped from outside, a cause only when nothing else
+    # was found (the agent then SIGTERMs its workers: "Sending process N closing signal")
+    Signature(
+        "interrupted",
+        r"Received (Signals\.)?(SIGTERM|15) death signal, shutting down workers",
+        "torchrun's agent was stopped with SIGTERM from outside (scancel, a time limit, srun "
+        "after another task failed, or a supervisor process)",
+        "find who sent it: `sacct -j ID -o State` (CANCELLED/TIMEOUT), the other nodes' logs for "
+        "a task that failed first, or the supervisor's own log",
+        Tier.WEAK,
+        run_failed=True,
+        alone=True,
+    ),
     # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
     # the session that ran srun ended): after the DUE TO … lines above. The job's line is
     # that cancel; a step's line alone is also what a step killed after a failure prints,
