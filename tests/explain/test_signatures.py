@@ -1179,3 +1179,16 @@ def test_an_agent_stopped_with_sigterm_is_said_only_when_nothing_else_failed(
     assert [f.cause for f in explain([alone])] == ["interrupted"]
     crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", agent)
     assert [f.cause for f in explain([crashed])] == ["rank-crashed"]
+
+
+def test_an_interrupt_before_a_resume_that_finished_is_no_failure(tmp_path: Path) -> None:
+    # a first attempt stopped (Ctrl-C, or SIGTERM for a requeue), then the run resumed and
+    # finished (transformers-11796's closing line): neither is a report that the run failed
+    done = _line_with("transformers-11796-healthy-16-node-trainer", "'train_runtime'")
+    for stop in (
+        "KeyboardInterrupt",
+        "W1122 10:36:45.345000 17941 torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers",
+    ):
+        log = write(tmp_path / "resumed.log", "epoch 1", stop, "resuming from step 40", done)
+        assert explain([log]) == []

@@ -934,7 +934,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "it closed)",
         "start long runs in sbatch, tmux or nohup (not a terminal that may close); if it was "
         "stopped because it hung, the lines before the interrupt say where",
-        run_failed=True,
+        # no report that the run failed: a run stopped so and then resumed to its end is fine;
+        # like an exception's type line, it yields to what a line of the same second says
+        generic=True,
     ),
     # torchelastic's agent got SIGTERM: scancel, a time limit, srun stopping the step after
     # another task failed, a supervisor: stopped from outside, a cause only when nothing else
@@ -947,8 +949,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "find who sent it: `sacct -j ID -o State` (CANCELLED/TIMEOUT), the other nodes' logs for "
         "a task that failed first, or the supervisor's own log",
         Tier.WEAK,
-        run_failed=True,
-        alone=True,
+        alone=True,  # no report that the run failed: a requeue stops agents so, then resumes
     ),
     # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
     # the session that ran srun ended): after the DUE TO … lines above. The job's line is
