@@ -1192,3 +1192,24 @@ def test_an_interrupt_before_a_resume_that_finished_is_no_failure(tmp_path: Path
     ):
         log = write(tmp_path / "resumed.log", "epoch 1", stop, "resuming from step 40", done)
         assert explain([log]) == []
+
+
+def test_gpus_that_cannot_map_each_others_memory_are_an_nccl_setting(tmp_path: Path) -> None:
+    # CUDA's cudaErrorPeerAccessUnsupported in NCCL's CUDACHECK WARN and in torch's exception
+    # with its "Last error:" line (c10d NCCLUtils)
+    warn = (
+        "node1:3120:3200 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not "
+        "supported between these two devices'"
+    )
+    signature = Scanner().classify(warn)
+    assert signature is not None and signature.cause == "nccl-config"
+    log = write(
+        tmp_path / "p2p.log",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5",
+        "ncclUnhandledCudaError: Call to CUDA function failed.",
+        "Last error:",
+        "Cuda failure 'peer access is not supported between these two devices'",
+    )
+    assert explain([log])[0].cause == "nccl-config"

@@ -341,6 +341,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "set what the WARN names (NCCL_IGNORE_NET_MISMATCH, NCCL_MNNVL_ENABLE=0, "
         "NCCL_NVLS_ENABLE=0); check NCCL_* settings in the environment, image and /etc/nccl.conf",
     ),
+    # CUDA's cudaErrorPeerAccessUnsupported / cudaErrorTooManyPeers met by NCCL's P2P transport
+    # (CUDACHECK's WARN, or torch's "Last error:"): these GPUs cannot map each other's memory
+    # (a VM or container without P2P, PCIe ACS/IOMMU on), NCCL's default P2P does not fit
+    Signature(
+        "nccl-config",
+        r"peer access is not supported between these two devices|"
+        r"cudaErrorPeerAccessUnsupported|peer mapping resources exhausted",
+        "NCCL's peer-to-peer transport cannot map GPU memory between these GPUs (P2P is not "
+        "supported here: a VM/container, PCIe ACS or the IOMMU)",
+        "set NCCL_P2P_DISABLE=1 (NCCL then goes through host shared memory), or have the "
+        "node's PCIe ACS/IOMMU settings fixed; `nvidia-smi topo -p2p r` shows what is allowed",
+    ),
     Signature(
         "nccl-config",
         r"No NCCL_TUNER_CONFIG_PATH provided",
