@@ -1213,3 +1213,15 @@ def test_gpus_that_cannot_map_each_others_memory_are_an_nccl_setting(tmp_path: P
         "Cuda failure 'peer access is not supported between these two devices'",
     )
     assert explain([log])[0].cause == "nccl-config"
+
+
+def test_a_time_limit_after_the_work_finished_is_a_hang_at_exit(tmp_path: Path) -> None:
+    # megatronbridge-1656: Megatron-LM's "[after training is done]", then slurmstepd cancels the
+    # step at the time limit 8 minutes later: the job ended TIMEOUT, the work had finished
+    done = _line_with("megatronbridge-1656-hang-at-exit-until-time-limit", "after training is done")
+    limit = _key_line("megatronbridge-1656-hang-at-exit-until-time-limit")
+    log = write(tmp_path / "exit.log", done, limit)
+    root = explain([log])[0]
+    assert root.cause == "finalization-abort" and root.evidence.line == 2
+    # the time limit alone (no sign of finished work) stays the cause
+    assert explain([write(tmp_path / "limit.log", limit)])[0].cause == "time-limit"

@@ -910,6 +910,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "SLURM cancelled the job at its time limit",
         "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
         "(the lines before it; `noderun submit` warns before the limit)",
+        # the job ended TIMEOUT: work that finished before it (a sign) does not outweigh it, the
+        # job hung at exit (verdict._after_the_work)
+        ends_run=True,
     ),
     Signature(
         "preempted",
