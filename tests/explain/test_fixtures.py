@@ -46,8 +46,10 @@ CASES = {
     "console/hang.log": ("collective-timeout", "hang.log", "for recv operation", set()),
     "torch/port_in_use.log": ("port-in-use", "port_in_use.log", "EADDRINUSE", set()),
     "torch/port_in_use_noderun.log": ("port-in-use", "port_in_use_noderun.log", "in use", set()),
+    # nobody ever listened at MASTER_PORT: c10d retries a refused connect silently (socket.cpp)
+    # until its timeout, which reads the same as a master that came late: rank 0 never joined
     "torch/connection_refused.log": (
-        "connection-refused",
+        "rendezvous-timeout",
         "connection_refused.log",
         "trying to connect",
         set(),
@@ -56,7 +58,7 @@ CASES = {
         "connection-refused",
         "wrong_master.log",
         "Name or service not known",
-        set(),
+        {"rendezvous-timeout"},  # the store's timeout after the name never resolved
     ),
     "torch/wrong_interface.log": (
         "network-unreachable",

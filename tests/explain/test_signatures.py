@@ -69,6 +69,13 @@ FROM_CORPUS = {
     "corgs-23-no-cuda-gpus-visible-devices": "gpu-unavailable",  # torch's _cuda_init
     "modelangelo-60-slurm-job-without-gpu-allocated": "gpu-unavailable",  # NVML: no driver
     "horovod-98-ibv-create-qp-memlock": "memlock-limit",  # NCCL's ibvwrap, RLIMIT_MEMLOCK
+    # the seventh pass (diag9): c10d's store client giving up after its whole timeout
+    "llamafactory-6575-late-worker-store-timeout": "rendezvous-timeout",  # socket.cpp
+    "xtuner-438-store-timeout-slow-data-load": "rendezvous-timeout",
+    "styletts-18-unexpected-pos-drive-full": "disk-full",  # torch.save's position check
+    "tinyfaces-12-cpu-allocator-laptop-8g": "out-of-memory",  # "DefaultCPUAllocator: not enough"
+    "rtdaction-31-ctrl-c-stuck-run-death-signal-2": "interrupted",  # the agent got SIGINT
+    "lerobot-3818-ctrl-c-stuck-training-death-signal-2": "interrupted",
 }
 
 
@@ -575,8 +582,10 @@ def test_torchelastics_root_cause_entry_beats_the_failures_listed_before_it(
             "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this",
             "duplicate-gpu",
         ),
-        # torch <= 1.10's TCPStore client giving up, and torchelastic's wrapper of a store error
-        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "connection-refused"),
+        # torch <= 1.10's TCPStore client giving up after retrying refused connects for its whole
+        # timeout (the master's store never came up in time), and torchelastic's wrapper of a
+        # store error
+        ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "rendezvous-timeout"),
         (
             "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
             "to the C10d store has failed. See inner exception for details.",
@@ -841,3 +850,378 @@ def test_ibv_enomem_is_the_memlock_limit_not_host_memory(tmp_path: Path) -> None
     )
     causes = [f.cause for f in explain([log])]
     assert causes and causes[0] == "memlock-limit"
+
+
+def test_a_store_timeout_whose_retries_never_got_an_answer_is_the_address(tmp_path: Path) -> None:
+    # c10d's client (socket.cpp) retries refused connects silently and warns for connects that
+    # timed out; the final "timed out after Ns" alone is a master that came late
+    # (xtuner-438), after errno-110 retries (llamafactory-3715's line) the address never answered
+    timeout = _key_line("xtuner-438-store-timeout-slow-data-load")
+    late = write(tmp_path / "late.log", timeout)
+    assert [f.cause for f in explain([late])][:1] == ["rendezvous-timeout"]
+    retry = _key_line("llamafactory-3715-placeholder-master-addr")
+    wrong = write(tmp_path / "wrong.log", f"[W socket.cpp:663] [c10d] {retry}", timeout)
+    root = explain([wrong])[0]
+    assert root.cause == "connection-refused" and root.evidence.line == 1
+    # torch >= 2.2 words the same retry "The server socket on … has timed out, will retry."
+    newer = (
+        "[W1122 10:20:05.123456 socket.cpp:611] [c10d] The server socket on [10.0.0.1]:29500 "
+        "has timed out, will retry."
+    )
+    signature = Scanner().classify(newer)
+    assert signature is not None and signature.cause == "connection-refused"
+    assert signature.tier is Tier.WEAK
+
+
+@pytest.mark.parametrize(
+    ("line", "cause", "tier"),
+    [
+        # torch.save's zip writer (caffe2/serialize/inline_container.cc): miniz's short-write
+        # error, then the position check of the next write
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:588] . PytorchStreamWriter "
+            "failed writing file data/12: file write failed",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: [enforce fail at inline_container.cc:664] . unexpected pos 56833600 "
+            "vs 56833492",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        # Hugging Face datasets' builder.py before a download
+        (
+            "OSError: Not enough disk space. Needed: 134.92 GiB (download: 41.97 GiB, generated: "
+            "92.95 GiB, post-processed: Unknown size)",
+            "disk-full",
+            Tier.ROOT,
+        ),
+        # slurm_strerror texts (common/slurm_errno.c)
+        (
+            "srun: error: Unable to create step for job 77: Job killed due node failure",
+            "node-failure",
+            Tier.ROOT,
+        ),
+        (
+            "srun: error: Unable to create step for job 77: Job killed due hitting max wall "
+            "clock limit",
+            "time-limit",
+            Tier.ROOT,
+        ),
+        # slurmstepd (req.c): a cancel that sent a signal; a step ended after a task failed
+        (
+            "slurmstepd: error: *** JOB 77 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE to SIGNAL "
+            "Terminated ***",
+            "interrupted",
+            Tier.CONSEQUENCE,
+        ),
+        (
+            "slurmstepd: error: *** STEP 77.0 ON n1 FAILED (non-zero exit code or other failure "
+            "mode) ***",
+            "rank-crashed",
+            Tier.CONSEQUENCE,
+        ),
+        # memory: torch >= 2.1's CPU allocator (alloc_cpu.cpp), ROCm's allocator, cuBLAS
+        (
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:114] data. DefaultCPUAllocator: not "
+            "enough memory: you tried to allocate 1073741824 bytes.",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        (
+            "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+            "`cublasCreate(handle)`",
+            "out-of-memory",
+            Tier.ROOT,
+        ),
+        # the GPU itself: a GSP timeout Xid, CUDA's cudaErrorNvlinkUncorrectable, the driver
+        (
+            "NVRM: Xid (PCI:0000:3b:00): 119, pid=1234, name=python, Timeout after 6s of waiting "
+            "for RPC response from GPU0 GSP!",
+            "gpu-fault",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution",
+            "gpu-fault",
+            Tier.ROOT,
+        ),
+        ("NVRM: RmInitAdapter failed! (0x26:0xffff:1601)", "gpu-fault", Tier.ROOT),
+        # cudaErrorSystemNotReady: NVSwitch fabric manager not running
+        ("RuntimeError: CUDA error: system not yet initialized", "gpu-unavailable", Tier.ROOT),
+        # srun (api/step_launch.c) losing a node's slurmstepd
+        (
+            "srun: error: step_launch_notify_io_failure: aborting, io error with slurmstepd on "
+            "node 3",
+            "node-failure",
+            Tier.ROOT,
+        ),
+        ("srun: error: Aborting, can not test connection to node 1.", "node-failure", Tier.ROOT),
+        # gloo (transport/tcp/pair.cc): a peer sent more bytes than this rank posted
+        (
+            "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:446] "
+            "op.preamble.length <= op.nbytes. 8773632 vs 8386560",
+            "collective-deadlock",
+            Tier.ROOT,
+        ),
+        (
+            "RuntimeError: [enforce fail at gloo/transport/tcp/pair.cc:380] op.preamble.length <= "
+            "op.nbytes. 4096 vs 8. Received data size doesn't match expected size. Is there a "
+            "distributed collective mismatch in your code?",
+            "collective-deadlock",
+            Tier.ROOT,
+        ),
+    ],
+)
+def test_messages_of_the_seventh_pass_read_from_their_sources(
+    line: str, cause: str, tier: Tier
+) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and (signature.cause, signature.tier) == (cause, tier)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # ProcessGroupNCCL (NCCLUtils) after its watchdog or a failure aborted the communicator
+        "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 1.",
+        # TCPStore's client when the store's process (rank 0) went away while it waited
+        "RuntimeError: Stop_waiting response is expected",
+        # elastic's dynamic rendezvous closed by another node's agent
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+        # gloo's monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
+        "[E ProcessGroupGloo.cpp:138] Rank 0 successfully reached monitoredBarrier, but received "
+        "errors while waiting for send/recv from rank 1. Please check rank 1 logs for faulty rank.",
+        # gloo (transport/tcp/pair.cc) on a read that failed other than by EOF
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+        "[10.0.0.2]:41234: Connection timed out. This is typically caused by a remote worker "
+        "hanging or bugs in the application. Check the logs of the remote worker before "
+        "reporting an error.",
+    ],
+)
+def test_what_survivors_raise_is_a_consequence(line: str, tmp_path: Path) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "rank-crashed"
+    assert signature.tier is Tier.CONSEQUENCE
+    # printed first, it still yields to the failing rank's own exception after it
+    log = write(tmp_path / "r.log", line, "ValueError: batch 17 has no labels")
+    root = explain([log])[0]
+    assert root.evidence.line == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # torchelastic's agent (elastic/agent/server/api.py, its format strings) once every
+        # local worker exited 0; deepspeed's launcher (launcher/launch.py) per worker
+        "I0310 12:00:01.000000 4242 torch/distributed/elastic/agent/server/api.py:879] [default] "
+        "worker group successfully finished. Waiting 300 seconds for other agents to finish.",
+        "I0310 12:00:01.000000 4242 torch/distributed/elastic/agent/server/api.py:932] Local "
+        "worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds for other agents "
+        "to finish",
+        "[2024-03-10 12:00:01,000] [INFO] [launch.py:351:main] Process 4243 exits successfully.",
+        # transformers' Trainer.train() closing log (transformers-11796's line), Megatron-LM's
+        # pretrain() after its loop (training.py print_datetime)
+        _line_with("transformers-11796-healthy-16-node-trainer", "'train_runtime'"),
+        "[after training is done] datetime: 2024-03-10 12:00:01 ",
+    ],
+)
+def test_a_launchers_word_that_the_workers_succeeded_is_a_finished_run(
+    line: str, tmp_path: Path
+) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and signature.cause == "finished"
+    # benign connect retries before it (c10d's warning, llamafactory-3715's wording) stay noise
+    retry = "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+    log = write(tmp_path / "ok.log", retry + "(errno: 111 - Connection refused).", line)
+    assert explain([log]) == []
+
+
+def test_a_connect_retry_before_nccl_formed_the_group_is_no_failure(tmp_path: Path) -> None:
+    # c10d retries while the master starts; NCCL's "Init COMPLETE" of a communicator of several
+    # ranks (lightning-1637's line) says every rank connected: the retry was benign
+    retry = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node1]:29500 "
+        "(errno: 111 - Connection refused)."
+    )
+    init = _line_with("lightning-1637-spawn-weights-loaded-on-every-node", "Init COMPLETE")
+    alone = write(tmp_path / "retry.log", retry, "epoch 1 step 10 loss 0.52")
+    assert [f.cause for f in explain([alone])] == ["connection-refused"]
+    formed = write(tmp_path / "formed.log", retry, init, "epoch 1 step 10 loss 0.52")
+    assert explain([formed]) == []
+    # a launcher-less start forms communicators of one rank: no such proof
+    single = init.replace("nranks 8", "nranks 1")
+    assert explain([write(tmp_path / "one.log", retry, single)])[0].cause == "connection-refused"
+
+
+# NCCL's WARN texts (src/ of NVIDIA/nccl, their format strings filled in): newer IB completion
+# and async-event wordings, its socket layer giving up on an address, its own configuration
+# checks, host allocations, the driver check, the socket transport's size check
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        (
+            "node1:1:1 [0] transport/net_ib/p2p.cc:688 NCCL WARN NET/IB: Got completion from "
+            "peer 10.0.0.2<4567> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) "
+            "vendor_err=129 localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_0",
+            "network-unreachable",
+        ),
+        (
+            "node1:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: connect to "
+            "172.17.0.1<45679> returned Connection refused, exceeded error retry count after "
+            "35 attempts",
+            "network-unreachable",
+        ),
+        (
+            "node1:1:1 [0] transport/net_ib/init.cc:120 NCCL WARN NET/IB : mlx5_0:1 async "
+            "fatal event: local catastrophic error",
+            "link-fault",
+        ),
+        (
+            "node1:1:1 [0] transport/net_ib.cc:900 NCCL WARN NET/IB : Attempted to connect "
+            "incompatible devices: [0]mlx5_0:1/IB and [1]mlx5_1:1/RoCE. Try selecting NICs "
+            "of only one link type using NCCL_IB_HCA",
+            "nccl-config",
+        ),
+        (
+            "node1:1:1 [0] init.cc:300 NCCL WARN Detected mixed local Net device counts "
+            "across ranks (min 4, max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to ignore this check",
+            "nccl-config",
+        ),
+        (
+            "node1:1:1 [0] NCCL WARN Failed to CUDA host alloc 4194304 bytes",
+            "out-of-memory",
+        ),
+        (
+            "node1:1:1 [0] init.cc:200 NCCL WARN CUDA Driver version found is 11040. Minimum "
+            "requirement is 11080",
+            "version-mismatch",
+        ),
+        (
+            "node1:1:1 [0] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer "
+            "10.0.0.2<44125> message truncated : receiving 1048576 bytes instead of 65536. "
+            "If you believe your socket network is in a healthy state, there may be a "
+            "mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, "
+            "NCCL_ALGO) between ranks",
+            "collective-deadlock",
+        ),
+        (
+            "node1:1:1 [0] NCCL WARN MNNVL (cliqueSize 72) is available but not working on "
+            "this system. Check the IMEX channel configuration "
+            "(/dev/nvidia-caps-imex-channels). Set NCCL_MNNVL_ENABLE=0 to ignore this issue.",
+            "nccl-config",
+        ),
+    ],
+)
+def test_nccl_warn_texts_read_from_the_nccl_source(line: str, cause: str) -> None:
+    signature = Scanner().classify(line)
+    assert signature is not None and (signature.cause, signature.tier) == (cause, Tier.ROOT)
+
+
+def test_a_cuda_call_after_the_runtime_unloaded_is_an_exit_failure(tmp_path: Path) -> None:
+    # CUDA's cudaErrorCudartUnloading ("driver shutting down"): a call at process exit, after
+    # the runtime was unloaded (ProcessGroupNCCL's watchdog, a destructor)
+    line = (
+        "[E ProcessGroupNCCL.cpp:455] [Rank 1] NCCL watchdog thread terminated with exception: "
+        "CUDA error: driver shutting down"
+    )
+    log = write(tmp_path / "exit.log", line)
+    assert explain([log])[0].cause == "finalization-abort"
+    # after an error of its own it is not the cause (findings.Ranker)
+    crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", line)
+    assert explain([crashed])[0].cause == "rank-crashed"
+
+
+def test_sigint_from_outside_is_an_interrupt_and_sigterm_stays_a_consequence(
+    tmp_path: Path,
+) -> None:
+    # Python's KeyboardInterrupt and torchelastic's agent (elastic/multiprocessing/api.py:
+    # "Process N got signal: 2"; agent/server/api.py: "Received 2 death signal") after Ctrl-C
+    ctrl_c = write(
+        tmp_path / "ctrl_c.log",
+        "epoch 1 step 40 loss 0.7",
+        "Traceback (most recent call last):",
+        "KeyboardInterrupt",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 17941 got "
+        "signal: 2",
+    )
+    assert [f.cause for f in explain([ctrl_c])][:1] == ["interrupted"]
+    # a rank's own error before the interrupt stays the cause
+    crashed = write(
+        tmp_path / "crash.log", "ValueError: batch 17 has no labels", "KeyboardInterrupt"
+    )
+    assert explain([crashed])[0].cause == "rank-crashed"
+    # SIGTERM to the agent may be srun stopping the step after another task failed (the
+    # project's run_hang fixture's agent line): no interrupt of its own
+    sigterm = (
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 17941 got "
+        "signal: 15"
+    )
+    signature = Scanner().classify(sigterm)
+    assert signature is not None and signature.cause == "rank-crashed"
+
+
+def test_an_agent_stopped_with_sigterm_is_said_only_when_nothing_else_failed(
+    tmp_path: Path,
+) -> None:
+    # the project's run_hang fixture's agent line (torchelastic agent/server/api.py)
+    agent = (
+        "W1122 10:36:45.345000 17941 torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers"
+    )
+    alone = write(tmp_path / "agent.log", "epoch 3 step 900 loss 0.2", agent)
+    assert [f.cause for f in explain([alone])] == ["interrupted"]
+    crashed = write(tmp_path / "crash.log", "ValueError: batch 17 has no labels", agent)
+    assert [f.cause for f in explain([crashed])] == ["rank-crashed"]
+
+
+def test_an_interrupt_before_a_resume_that_finished_is_no_failure(tmp_path: Path) -> None:
+    # a first attempt stopped (Ctrl-C, or SIGTERM for a requeue), then the run resumed and
+    # finished (transformers-11796's closing line): neither is a report that the run failed
+    done = _line_with("transformers-11796-healthy-16-node-trainer", "'train_runtime'")
+    for stop in (
+        "KeyboardInterrupt",
+        "W1122 10:36:45.345000 17941 torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers",
+    ):
+        log = write(tmp_path / "resumed.log", "epoch 1", stop, "resuming from step 40", done)
+        assert explain([log]) == []
+
+
+def test_gpus_that_cannot_map_each_others_memory_are_an_nccl_setting(tmp_path: Path) -> None:
+    # CUDA's cudaErrorPeerAccessUnsupported in NCCL's CUDACHECK WARN and in torch's exception
+    # with its "Last error:" line (c10d NCCLUtils)
+    warn = (
+        "node1:3120:3200 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not "
+        "supported between these two devices'"
+    )
+    signature = Scanner().classify(warn)
+    assert signature is not None and signature.cause == "nccl-config"
+    log = write(
+        tmp_path / "p2p.log",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.21.5",
+        "ncclUnhandledCudaError: Call to CUDA function failed.",
+        "Last error:",
+        "Cuda failure 'peer access is not supported between these two devices'",
+    )
+    assert explain([log])[0].cause == "nccl-config"
+
+
+def test_a_time_limit_after_the_work_finished_is_a_hang_at_exit(tmp_path: Path) -> None:
+    # megatronbridge-1656: Megatron-LM's "[after training is done]", then slurmstepd cancels the
+    # step at the time limit 8 minutes later: the job ended TIMEOUT, the work had finished
+    done = _line_with("megatronbridge-1656-hang-at-exit-until-time-limit", "after training is done")
+    limit = _key_line("megatronbridge-1656-hang-at-exit-until-time-limit")
+    log = write(tmp_path / "exit.log", done, limit)
+    root = explain([log])[0]
+    assert root.cause == "finalization-abort" and root.evidence.line == 2
+    # the time limit alone (no sign of finished work) stays the cause
+    assert explain([write(tmp_path / "limit.log", limit)])[0].cause == "time-limit"

@@ -304,7 +304,9 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "gpu-fault",
         r"ECC_UNCORRECTABLE|uncorrectable ECC error|cudaErrorECCUncorrectable|"
-        r"NVRM: Xid \(.*\): (48|63|64|74|79|92|94|95)\b|fallen off the bus|"
+        r"NVRM: Xid \(.*\): (48|61|62|63|64|74|79|92|94|95|119|120|140)\b|fallen off the bus|"
+        # CUDA's cudaErrorNvlinkUncorrectable; the driver failing to bring a GPU up
+        r"uncorrectable NVLink error|RmInitAdapter failed|"
         r"Unable to determine the device handle for GPU.*GPU is lost",
         "a GPU reported a hardware fault (uncorrectable ECC error or lost from the bus)",
         "drain the node and have the GPU checked (nvidia-smi -q -d ECC, dmesg for Xid); "
@@ -322,6 +324,35 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # a config-based NCCL tuner plugin found installed (an image, gIB) with no config: NCCL
     # init fails with ncclInternalError, this its "Last error:"
+    # NCCL's own checks of a setup that cannot work as configured (net_ib, init.cc, net.cc,
+    # mnnvl.cc, nvls.cc): NICs of different link layers, nodes with different NIC counts, a
+    # NET plugin (NCCL_NET) that is not there, MNNVL/NVLS the fabric (IMEX, fabric manager)
+    # does not support, an unparsable NCCL_COMM_ID, transports all disabled
+    Signature(
+        "nccl-config",
+        r"NET/IB ?: (Attempted to connect incompatible devices|Remote \S+ device is incompatible "
+        r"with the local)|Detected mixed local (Coll)?Net device counts across ranks|"
+        r"Failed to initialize any NET plugin|MNNVL \(cliqueSize \d+\) is available but not "
+        r"working|Failed to bind NVLink SHARP \(NVLS\) Multicast memory|Invalid NCCL_COMM_ID|"
+        r"Rank \d+ has no transport for \S+ peer \d+",
+        "NCCL found its configuration does not fit these nodes (NICs, NET plugin, NVLink "
+        "fabric, NCCL_COMM_ID or disabled transports)",
+        "read the NCCL WARN: select NICs of one kind (NCCL_IB_HCA), give nodes the same NICs or "
+        "set what the WARN names (NCCL_IGNORE_NET_MISMATCH, NCCL_MNNVL_ENABLE=0, "
+        "NCCL_NVLS_ENABLE=0); check NCCL_* settings in the environment, image and /etc/nccl.conf",
+    ),
+    # CUDA's cudaErrorPeerAccessUnsupported / cudaErrorTooManyPeers met by NCCL's P2P transport
+    # (CUDACHECK's WARN, or torch's "Last error:"): these GPUs cannot map each other's memory
+    # (a VM or container without P2P, PCIe ACS/IOMMU on), NCCL's default P2P does not fit
+    Signature(
+        "nccl-config",
+        r"peer access is not supported between these two devices|"
+        r"cudaErrorPeerAccessUnsupported|peer mapping resources exhausted",
+        "NCCL's peer-to-peer transport cannot map GPU memory between these GPUs (P2P is not "
+        "supported here: a VM/container, PCIe ACS or the IOMMU)",
+        "set NCCL_P2P_DISABLE=1 (NCCL then goes through host shared memory), or have the "
+        "node's PCIe ACS/IOMMU settings fixed; `nvidia-smi topo -p2p r` shows what is allowed",
+    ),
     Signature(
         "nccl-config",
         r"No NCCL_TUNER_CONFIG_PATH provided",
@@ -357,7 +388,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # count on cudaErrorInitializationError, ProcessGroupNCCL's constructor
         r"Found no NVIDIA driver on your system|"
         r"CUDA driver initialization failed, you might not have a CUDA gpu|"
-        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+        r"ProcessGroupNCCL is only supported with GPUs, no GPUs found|"
+        # cudaErrorSystemNotReady: an NVSwitch system whose fabric manager is not running
+        r"CUDA error: system not yet initialized|cudaErrorSystemNotReady",
         "the process sees no GPU it can use: none allocated to it, CUDA_VISIBLE_DEVICES hides "
         "them, or they are held by other processes (exclusive compute mode)",
         "ask the scheduler for GPUs (--gres=gpu:N / --gpus-per-node), do not set "
@@ -396,7 +429,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "finalization-abort",
         r"terminate called without an active exception|free\(\): invalid pointer|"
         r"double free or corruption|munmap_chunk\(\): invalid pointer|"
-        r"corrupted size vs\. prev_size",
+        r"corrupted size vs\. prev_size|"
+        # CUDA's cudaErrorCudartUnloading: a CUDA call (ProcessGroupNCCL's watchdog, a
+        # destructor) after the runtime was unloaded at process exit
+        r"CUDA error: driver shutting down|cudaErrorCudartUnloading",
         "a rank aborted (SIGABRT) in native code with no error before it: in interpreter "
         "teardown when its work had ended",
         _ABORT_FIX,
@@ -411,9 +447,15 @@ SIGNATURES: tuple[Signature, ...] = (
         # same for a memory cgroup ("Memory cgroup out of memory: Kill process …")
         r"[Oo]ut of memory: Kill(ed)? process|"
         r"DefaultCPUAllocator: can't allocate memory|task \d+: Out Of Memory|\bOUT_OF_MEMORY\b|"
+        # torch >= 2.1's CPU allocator (c10/core/impl/alloc_cpu.cpp), ROCm's caching allocator,
+        # cuBLAS failing to allocate its workspace/handle, the driver API's error name
+        r"DefaultCPUAllocator: not enough memory|HIP out of memory|CUBLAS_STATUS_ALLOC_FAILED|"
+        r"CUDA_ERROR_OUT_OF_MEMORY|"
         # NCCL (include/alloc.h, checks.h): its own allocations and CUDA calls that ran out
         # (CUDACHECK's WARN is "Cuda failure N '…'", before NCCL 2.19 "Cuda failure '…'")
         r"Failed to CUDA calloc|Failed to CUDA malloc|Cuda failure (\d+ )?'out of memory'|"
+        r"Failed to CUDA host alloc \d+ bytes|NCCL WARN Failed to malloc \d+ bytes|"
+        r"Unrecoverable error detected: malloc\(size=\d+\) returned null|"
         r"cudaErrorMemoryAllocation|memory allocation of .*bytes failed|"
         # slurmstepd: the cgroup's OOM handler, and older Slurm's memory-limit enforcement
         r"killed by the cgroup out-of-memory handler|[Ee]xceeded (job|step) memory limit|"
@@ -471,6 +513,12 @@ SIGNATURES: tuple[Signature, ...] = (
         # NCCL's sockets (src/misc/socket.cc) and IB verbs (src/transport/net_ib.cc)
         r"ncclSocketInit|is neither AF_INET|socketStartConnect: Connect to .* failed|"
         r"NET/Socket : .*failed|NET/IB ?: Got completion (from peer .* )?with (error|status=[1-9])|"
+        # NCCL >= 2.24 names the status (net_ib/p2p.cc: "status=IBV_WC_RETRY_EXC_ERR(12)"); its
+        # socket layer (os/linux.cc) giving up on a peer's address: "connect to ADDR returned
+        # Connection refused, exceeded error retry count" (an address no peer listens on: often
+        # an interface every node has alike, docker0)
+        r"NET/IB ?: Got completion from peer .* with status=[A-Z_]+\([1-9]\d*\)|"
+        r"NCCL WARN .*connect to \S+ returned .*exceeded error retry count|"
         # NCCL's verbs wrapper (misc/ibvwrap.cc): moving a queue pair to RTR/RTS needs the
         # remote NIC reachable (routing, GID index, rails)
         r"Call to ibv_modify_qp failed|"
@@ -482,7 +530,9 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "link-fault",
-        r"NET/IB : .*Got async event : (port error|local catastrophic error|.*link)",
+        r"NET/IB : .*Got async event : (port error|local catastrophic error|.*link)|"
+        # NCCL >= 2.24's wording (net_ib): "NET/IB : mlx5_0:1 async fatal event: …"
+        r"NET/IB ?: \S+ async fatal event",
         "the InfiniBand/RoCE port reported an error: a failing or flapping link",
         "drain the node and have the link checked (ibstat, the switch port); exclude the node",
     ),
@@ -516,7 +566,13 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "disk-full",
         r"No space left on device|[Dd]isk quota exceeded|\bENOSPC\b|\bEDQUOT\b|"
-        r"The node was low on resource: ephemeral-storage",  # the kubelet evicting a pod
+        r"The node was low on resource: ephemeral-storage|"  # the kubelet evicting a pod
+        # torch.save's zip writer (caffe2/serialize/inline_container.cc): a short write is
+        # miniz's "file write failed"; the write after it finds the file position off
+        r"PytorchStreamWriter failed writing .*: file write failed|"
+        r"\bunexpected pos \d+ vs \d+|"
+        # Hugging Face datasets (builder.py) checks the room for a download before it starts
+        r"Not enough disk space\. Needed:",
         "a write failed: the filesystem is full or the user's quota is used up",
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
@@ -531,6 +587,39 @@ SIGNATURES: tuple[Signature, ...] = (
         "the master address does not resolve",
         "set MASTER_ADDR to a hostname every node resolves (the first node of the job)",
     ),
+    # c10d's store client (socket.cpp SocketConnectOp) retries a refused or reset connection
+    # (nobody listens yet: only an INFO line every 30 s) and a connect that timed out (the
+    # address never answered: "[W] The server socket on … has timed out, will retry"; before
+    # torch 2.2 "[W] The client socket has failed to connect to … (errno: 110 - Connection
+    # timed out)") until its timeout, then throws this. Alone it says the master's store did
+    # not come up within the whole timeout: rank 0 started late (nodes set up at different
+    # speeds, slow work before init_process_group) or never; when the retries say the address
+    # never answered, that is the cause (verdict._never_answered)
+    Signature(
+        "rendezvous-timeout",
+        r"client socket has timed out after \S+ while trying to connect|"
+        # torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms."
+        r"connect\(\) timed out\. Original timeout was",
+        "a rank waited the whole timeout for the master's store and it never accepted a "
+        "connection: rank 0 started late (or not at all) while this rank was ready",
+        "start the master (node rank 0) no later than the others, or raise the rendezvous/"
+        "init timeout (init_process_group(timeout=…), the launcher's) when rank 0 does long "
+        "work (data preparation, environment set-up) before init_process_group; when it never "
+        "starts, check MASTER_ADDR/MASTER_PORT",
+    ),
+    # the address never answered a connect (SYN dropped: a wrong MASTER_ADDR, a host that is
+    # down, a firewall): c10d retries it (socket.cpp, torch >= 2.2; errno 110 before)
+    Signature(
+        "connection-refused",
+        r"\[W.*server socket on \S+ has timed out, will retry|"
+        r"\[W.*client socket has failed to connect to .*\(errno: 110 - ",
+        "the master address never answered a connection (connect timed out, retrying): a wrong "
+        "MASTER_ADDR, a host that is down, or a firewall dropping the port",
+        "set MASTER_ADDR to the first node of the job (an address every node reaches) and "
+        "check that no firewall drops MASTER_PORT between the nodes",
+        Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
+    ),
     # torch retries connecting while the master starts: benign unless nothing else is found
     # (c10d's warning-level "[W …socket.cpp…] The client socket has failed to connect to …")
     Signature(
@@ -539,6 +628,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
     ),
     Signature(
         "connection-refused",
@@ -546,14 +636,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank could not connect to the master yet (retrying)",
         _REFUSED_FIX,
         Tier.WEAK,
+        refuted_by="registered",  # the retry connected: the group formed
     ),
     Signature(
         "connection-refused",
-        r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect|"
-        # c10d (socket.cpp): the store client retried until its timeout: nobody listened in time
-        # (torch <= 1.10's TCPStore: "connect() timed out. Original timeout was N ms.")
-        r"client socket has timed out after \S+ while trying to connect|"
-        r"connect\(\) timed out\. Original timeout was",
+        r"[Cc]onnection refused|ECONNREFUSED|client socket has failed to connect",
         "nobody listens at the master address and port",
         _REFUSED_FIX,
     ),
@@ -580,6 +667,14 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "collective-deadlock",
         r"Detected mismatch between collectives|"
+        # gloo (transport/tcp/pair.cc GLOO_ENFORCE_LE): a peer sent a larger buffer than this
+        # rank posted for the same collective: the ranks' tensors differ in size (worded as a
+        # collective mismatch since pytorch/gloo#456)
+        r"op\.preamble\.length <= op\.nbytes|"
+        # NCCL's socket transport (net_socket.cc) receiving more than the posted size
+        r"NET/Socket : peer \S+ message truncated : receiving \d+ bytes instead of|"
+        r"Received data size doesn't match expected size\. Is there a distributed collective "
+        r"mismatch|"
         # NCCL's own check of the collectives ranks call
         r"Mismatched collective detected",
         "ranks called different collectives (c10d's desync check caught it)",
@@ -704,6 +799,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # NCCL's bootstrap compares the ranks' NCCL versions (src/init.cc); torch's CUDA init
         # and its extension builder (utils/cpp_extension.py) compare the driver's and CUDA's
         r"Mismatched NCCL version detected|NVIDIA driver on your system is too old|"
+        r"CUDA Driver version found is \d+\. Minimum requirement is|"  # NCCL's init.cc
         r"mismatches the version that was used to compile PyTorch|"
         r"compiled (against|using) .*version|was compiled with .* but|undefined symbol:|"
         # a torch build without CUDA (cuda/__init__.py _lazy_init) or without NCCL
@@ -752,7 +848,16 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "rank-crashed",
         r"[Cc]onnection (closed|reset) by peer|remote worker crash|[Bb]roken pipe|"
-        r"ECONNRESET|Socket Timeout|Connection was likely closed|Failed to recv, got 0 bytes",
+        r"ECONNRESET|Socket Timeout|Connection was likely closed|Failed to recv, got 0 bytes|"
+        # ProcessGroupNCCL (NCCLUtils) on a communicator its watchdog or a failure aborted
+        # (the "Original reason for failure", when a signature knows it, is matched before);
+        # TCPStore's client when the store (rank 0's process) went away mid-wait; the
+        # rendezvous another node's agent closed (elastic dynamic_rendezvous.py); gloo's
+        # monitoredBarrier naming the rank it lost (ProcessGroupGloo.cpp)
+        r"NCCL communicator was aborted on rank \d+|Stop_waiting response is expected|"
+        r"RendezvousClosedError|successfully reached monitoredBarrier, but received errors|"
+        # gloo (transport/tcp/pair.cc) on a read that failed other than by EOF
+        r"typically caused by a remote worker hanging or bugs in the application",
         "a rank lost its peer (that peer failed first)",
         _CRASH_FIX,
         Tier.CONSEQUENCE,
@@ -799,10 +904,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
     Signature(
         "time-limit",
-        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT",
+        r"CANCELLED AT \S+ DUE TO TIME LIMIT|JOB \d+ ON \S+ CANCELLED .*TIME LIMIT|"
+        # slurm_strerror(ESLURM_JOB_TIME_LIMIT_KILLED) (common/slurm_errno.c)
+        r"Job killed due hitting max wall clock limit",
         "SLURM cancelled the job at its time limit",
         "ask for more time (--time), resume from a checkpoint, or find what made it slow or hang "
         "(the lines before it; `noderun submit` warns before the limit)",
+        # the job ended TIMEOUT: work that finished before it (a sign) does not outweigh it, the
+        # job hung at exit (verdict._after_the_work)
+        ends_run=True,
     ),
     Signature(
         "preempted",
@@ -813,9 +923,48 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "node-failure",
-        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL",
+        r"CANCELLED AT \S+ DUE TO NODE FAILURE|[Nn]ode failure on \S+|NODE_FAIL|"
+        # slurm_strerror(ESLURM_JOB_NODE_FAIL_KILLED) (common/slurm_errno.c)
+        r"Job killed due node failure|"
+        # srun (api/step_launch.c) losing its I/O connection to a node's slurmstepd: "If the
+        # node is suspected to be down, abort the job"
+        r"aborting, io error with slurmstepd on node \d+|"
+        r"Aborting, (step missing and io error|io error and missing step) on node \d+|"
+        r"Aborting, can not test connection to node \d+",
         "a node of the job failed, and SLURM cancelled the job",
         "resubmit (with --requeue, and --exclude for that node); resume from the last checkpoint",
+    ),
+    # SIGINT/SIGHUP come from outside (Ctrl-C, srun forwarding it, a closed terminal): launchers
+    # stop their workers with SIGTERM/SIGKILL, never these. Python's KeyboardInterrupt (the
+    # exception line of a rank that got SIGINT) and torchelastic's agent (elastic/multiprocessing
+    # api.py _terminate_process_handler, agent/server/api.py; "2", or "Signals.SIGINT" before
+    # Python 3.11) say the run was stopped from outside; SIGTERM may be srun stopping a step
+    # after another task failed, so it stays a consequence (below)
+    Signature(
+        "interrupted",
+        r"^KeyboardInterrupt\s*$|"
+        r"SignalException: Process \d+ got signal: (Signals\.)?(SIGINT|SIGHUP|2|1)\b|"
+        r"Received (Signals\.)?(SIGINT|SIGHUP|2|1) death signal, shutting down workers",
+        "the run was stopped from outside with SIGINT/SIGHUP (Ctrl-C, or the terminal that ran "
+        "it closed)",
+        "start long runs in sbatch, tmux or nohup (not a terminal that may close); if it was "
+        "stopped because it hung, the lines before the interrupt say where",
+        # no report that the run failed: a run stopped so and then resumed to its end is fine;
+        # like an exception's type line, it yields to what a line of the same second says
+        generic=True,
+    ),
+    # torchelastic's agent got SIGTERM: scancel, a time limit, srun stopping the step after
+    # another task failed, a supervisor: stopped from outside, a cause only when nothing else
+    # was found (the agent then SIGTERMs its workers: "Sending process N closing signal")
+    Signature(
+        "interrupted",
+        r"Received (Signals\.)?(SIGTERM|15) death signal, shutting down workers",
+        "torchrun's agent was stopped with SIGTERM from outside (scancel, a time limit, srun "
+        "after another task failed, or a supervisor process)",
+        "find who sent it: `sacct -j ID -o State` (CANCELLED/TIMEOUT), the other nodes' logs for "
+        "a task that failed first, or the supervisor's own log",
+        Tier.WEAK,
+        alone=True,  # no report that the run failed: a requeue stops agents so, then resumes
     ),
     # slurmstepd (req.c) names no reason when the job was cancelled from outside (scancel, or
     # the session that ran srun ended): after the DUE TO … lines above. The job's line is
@@ -823,7 +972,8 @@ SIGNATURES: tuple[Signature, ...] = (
     # so it only counts when nothing else was found
     Signature(
         "interrupted",
-        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        # (req.c: "… DUE to SIGNAL Terminated ***" when the cancel sent SIGTERM or SIGKILL)
+        r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ (DUE to SIGNAL \w+ )?\*\*\*",
         "SLURM cancelled the job without a reason: someone ran scancel, or the session that "
         "ran srun ended",
         _CANCEL_FIX,
@@ -832,7 +982,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "interrupted",
-        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ \*\*\*",
+        r"\*\*\* STEP \S+ ON \S+ CANCELLED AT \S+ (DUE to SIGNAL \w+ )?\*\*\*",
         "SLURM cancelled the job step without a reason (scancel, the srun session ended, or "
         "srun stopped the step after a task failed)",
         _CANCEL_FIX,
@@ -853,6 +1003,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "rank-crashed",
         r"ChildFailedError|Root Cause \(first observed failure\)|Signal \d+ \(SIG\w+\) received|"
         r"\*\*\* STEP .* CANCELLED|died with <Signals|SignalException: Process \d+ got signal|"
+        # slurmstepd (req.c) after a task failed: "*** STEP … ON … FAILED (non-zero exit code
+        # or other failure mode) ***", "… CANCELLED AT … DUE TO TASK FAILURE ***"
+        r"\*\*\* (STEP|JOB) \S+ ON \S+ FAILED \(non-zero exit code|"
         r"srun: error: .*task|"
         # Open MPI's mpirun after a rank exited non-zero (help-errmgr-base.txt)
         r"process returned\s+a non-zero exit code|noticed that process rank \d+ .*exited on signal|"
@@ -926,8 +1079,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "finished",
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps|time)=[^`]*` reached|"
         r"noderun: job completed in |"
-        # transformers' Trainer.train() at its end
-        r"Training completed\. Do not forget to share your model",
+        # transformers' Trainer.train() at its end (its closing log holds the speed metrics)
+        r"Training completed\. Do not forget to share your model|'train_runtime': \d|"
+        # Megatron-LM's pretrain() (training/training.py print_datetime)
+        r"\[after training is done\] datetime:|"
+        # torchelastic's agent (elastic/agent/server/api.py) when every local worker exited 0
+        # (WorkerState.SUCCEEDED), before its exit barrier; deepspeed's launcher
+        # (launcher/launch.py) for each worker that exited 0
+        r"worker group successfully finished\. Waiting \d+ seconds for other agents|"
+        r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
+        r"launch\.py:\d+:main\] Process \d+ exits successfully",
         "the run finished",
         "",
         Tier.SIGN,
@@ -936,6 +1097,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "registered",
         r"All distributed processes registered\. Starting with (\d+) processes",
         "every rank joined the process group",
+        "",
+        Tier.SIGN,
+    ),
+    # NCCL (src/init.cc) once a communicator of several ranks is up: every rank of it connected
+    # (a launcher-less start makes communicators of one rank: "nranks 1")
+    Signature(
+        "registered",
+        r"NCCL INFO comm \S+ rank \d+ nranks ([2-9]|\d\d+) .*Init COMPLETE",
+        "every rank joined an NCCL communicator",
         "",
         Tier.SIGN,
     ),

@@ -28,6 +28,12 @@ _HANGS = frozenset(
         "connection-refused",
     }
 )
+# c10d's store client giving up (socket.cpp throwTimeoutError; TCPStore before torch 1.11), and
+# its retries of a connect that timed out: the address never answered (socket.cpp)
+_STORE_TIMEOUT = re.compile(
+    r"client socket has timed out after \S+ while trying to connect|connect\(\) timed out\."
+)
+_NO_ANSWER = re.compile(r"server socket on \S+ has timed out, will retry|\(errno: 110 - ")
 _MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
 
 
@@ -114,6 +120,7 @@ def judge(
         hang = next((f for f in problems if f.cause in _HANGS), None)
         if hang is not None:  # it hung, then ran out of time or someone stopped it
             problems = [hang, *(f for f in problems if f is not hang)]
+    problems = _never_answered(ranked, problems)
     if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
         problems.insert(0, mismatch)
     problems = [g for g in (_fewer_ranks(ranker, f) for f in problems) if g is not None]
@@ -122,7 +129,8 @@ def judge(
     if exit_failure is not None:
         problems.insert(0, exit_failure)
     if sources.known:  # what the run's records prove comes before what the logs suggest
-        problems = [*sources.known, *(f for f in problems if f.cause != "rank-crashed")]
+        proven = {f.cause for f in sources.known} | {"rank-crashed"}
+        problems = [*sources.known, *(f for f in problems if f.cause not in proven)]
     if not problems and sources.failures:
         problems = [_unexplained(*sources.failures[0])]
     verdict = Verdict(
@@ -133,6 +141,27 @@ def judge(
             Evidence(str(path), *last_lines[path]) for path in sources.files if path in last_lines
         ]
     return verdict
+
+
+def _never_answered(ranked: list[Finding], problems: list[Finding]) -> list[Finding]:
+    """c10d's store client gave up after its whole timeout (a master that came late, by
+    itself): when its retries said the address never answered a connection (connect timed
+    out), the address was wrong or unreachable, and that retry line is the cause."""
+    if not problems or problems[0].cause != "rendezvous-timeout":
+        return problems
+    if not _STORE_TIMEOUT.search(problems[0].evidence.text):
+        return problems
+    retry = next(
+        (
+            f
+            for f in ranked
+            if f.cause == "connection-refused" and _NO_ANSWER.search(f.evidence.text)
+        ),
+        None,
+    )
+    if retry is None:
+        return problems
+    return [dataclasses.replace(retry, tier=Tier.ROOT), *problems]
 
 
 def _config_file(ranker: Ranker, finding: Finding) -> Finding:
