@@ -299,7 +299,6 @@ def lightning_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     Lightning script with no noderun import, on 2 x 2 ranks for 4 epochs, then ``noderun
     verify``): its run directory and output. test_lightning_classifier checks the run,
     tests/verify/test_plain_scripts.py verify's report of it (they only read it)."""
-    pytest.importorskip("lightning", reason="the Lightning example needs noderun[lightning]")
     from tests.docs.test_snippets import run_snippet_of
 
     cwd = tmp_path_factory.mktemp("lightning-page")
