@@ -285,3 +285,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  #
     yield
     with open(CPU_LOG, "a") as log:
         log.write(f"{cpu() - start_cpu:.1f}\t{time.monotonic() - start_wall:.1f}\t{item.nodeid}\n")
+
+
+LIGHTNING_TEST = (
+    "tests/examples/test_lightning_classifier.py::"
+    "test_two_nodes_by_two_processes_train_and_log_into_the_run_dir"
+)
+
+
+@pytest.fixture(scope="session")
+def lightning_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """docs/lightning.md's commands, run once as written (examples/lightning_classifier.py, a
+    Lightning script with no noderun import, on 2 x 2 ranks for 4 epochs, then ``noderun
+    verify``): its run directory and output. test_lightning_classifier checks the run,
+    tests/verify/test_plain_scripts.py verify's report of it (they only read it)."""
+    from tests.docs.test_snippets import run_snippet_of
+
+    cwd = tmp_path_factory.mktemp("lightning-page")
+    result = run_snippet_of("docs/lightning.md", LIGHTNING_TEST, cwd)
+    return cwd / "runs" / "lightning", result.stdout

@@ -130,11 +130,17 @@ def run_page(page: Path, lane: str, tmp_path: Path) -> int:
 def run_snippet_of(page: str, test: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The shell block of ``page`` (relative to the repository) marked ``test=TEST``, run as
     ``run_page`` runs it (exit 0 asserted) in ``tmp_path``, where ``TEST`` then finds what it
-    left (the page's ``runs/...``): the page's command and the test's assertions share one run."""
-    (snippet,) = [s for s in snippets(ROOT / page) if s.options.get("test") == test]
+    left (the page's ``runs/...``): the page's command and the test's assertions share one run.
+    The page's ``save=NAME`` blocks above it are written first, as ``run_page`` writes them."""
+    blocks = snippets(ROOT / page)
+    (snippet,) = [s for s in blocks if s.options.get("test") == test]
     assert snippet.language == "sh", snippet.where
+    cwd = _page_dir(tmp_path)
+    for saved in blocks[: blocks.index(snippet)]:
+        if "save" in saved.options:
+            (cwd / saved.options["save"]).write_text(saved.code)
     command = ["bash", "-euo", "pipefail", "-c", snippet.code]
-    return _run(snippet, command, _page_dir(tmp_path), timeout=420)
+    return _run(snippet, command, cwd, timeout=420)
 
 
 def test_every_snippet_is_accounted_for() -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, noderun
-from tests.docs.test_snippets import run_snippet_of
 
 EXAMPLE = ROOT / "examples" / "lightning_classifier.py"
 pytest.importorskip("lightning", reason="the Lightning example needs noderun[lightning]")
@@ -21,23 +20,21 @@ def lightning_metrics(run_dir: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_two_nodes_by_two_processes_train_and_log_into_the_run_dir(tmp_path: Path) -> None:
+def test_two_nodes_by_two_processes_train_and_log_into_the_run_dir(
+    lightning_run: tuple[Path, str],
+) -> None:
     """docs/lightning.md's commands, run as written (that page's test runs them only here)."""
-    result = run_snippet_of(  # noderun run ... --epochs 4; noderun verify: exit 0 asserted
-        "docs/lightning.md",
-        "tests/examples/test_lightning_classifier.py::"
-        "test_two_nodes_by_two_processes_train_and_log_into_the_run_dir",
-        tmp_path,
-    )
-    run_dir = tmp_path / "runs" / "lightning"
-    assert "All distributed processes registered. Starting with 4 processes" in result.stdout
+    # run_snippet_of("docs/lightning.md", ...) in tests/conftest.py (shared with verify's tests):
+    # noderun run ... --epochs 4; noderun verify: exit 0 asserted
+    run_dir, stdout = lightning_run
+    assert "All distributed processes registered. Starting with 4 processes" in stdout
     for rank in range(4):
         assert f"MEMBER: {rank + 1}/4" in (run_dir / "logs" / f"rank{rank}.log").read_text()
     rows = [r for r in lightning_metrics(run_dir) if r.get("val_accuracy")]
     assert len(rows) == 4
     assert float(rows[-1]["val_accuracy"]) > 0.85
     assert float(rows[-1]["val_loss"]) < float(rows[0]["val_loss"])
-    assert "verdict: HEALTHY" in result.stdout, result.stdout  # the page's noderun verify
+    assert "verdict: HEALTHY" in stdout, stdout  # the page's noderun verify
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """The LLM example on a tiny random Llama through ``noderun run``: FSDP2 + LoRA on 2 x 2 ranks,
-sharded checkpoints, exact resume, resume on 2 ranks of a 4-rank checkpoint and the reverse,
+sharded checkpoints, resume on 2 ranks of a 4-rank checkpoint and the reverse, exact resume of
+the 2-rank run on its 2 ranks,
 and the exported adapter loaded by peft in this plain process."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.examples.llm_helpers import STEP_LINE, eval_lines, finetune_args, met
 
 pytestmark = pytest.mark.slow
 SHORT = ("--training.max_steps", "4", "--training.save_steps", "2", "--training.eval_steps", "2")
+TO_SIX = ("--training.max_steps", "6", "--training.save_steps", "2", "--training.eval_steps", "2")
 
 
 def run(args: list[str], timeout: float = 280) -> subprocess.CompletedProcess[str]:
@@ -77,49 +79,57 @@ def test_fsdp_lora_on_2x2_ranks_logs_evaluates_and_checkpoints(first: dict) -> N
     assert checks["epochs"]["detail"] == "5 step rows, last step 4, increasing"
 
 
-def test_exact_resume_on_the_same_ranks(first: dict, tmp_path: Path) -> None:
-    resumed_dir = tmp_path / "resumed"
+@pytest.fixture(scope="module")
+def two(first: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """first's step-2 checkpoint (4 ranks) resumed on 1 x 2 ranks up to step 6, a checkpoint at
+    steps 4 and 6: the resharded run, and the reference of the exact resume on its 2 ranks."""
+    run_dir = tmp_path_factory.mktemp("llm") / "two"
     saved = first["dir"] / "checkpoints" / "step-00000002"
+    result = run(
+        finetune_args(run_dir, first["model"], first["data"], 1, 2, *TO_SIX, "--resume", str(saved))
+    )
+    return {"dir": run_dir, "out": result.stdout}
+
+
+def test_exact_resume_on_the_same_ranks(first: dict, two: dict, tmp_path: Path) -> None:
+    """The 2-rank run's step-4 checkpoint resumed on 2 ranks again: the same held-out loss, the
+    same train losses after it and the same weights at the end as the run that wrote it."""
+    resumed_dir = tmp_path / "resumed"
+    saved = two["dir"] / "checkpoints" / "step-00000004"
     result = run(
         finetune_args(
-            resumed_dir, first["model"], first["data"], 2, 2, *SHORT, "--resume", str(saved)
+            resumed_dir, first["model"], first["data"], 1, 2, *TO_SIX, "--resume", str(saved)
         )
     )
-    assert eval_lines(result.stdout)[2] == pytest.approx(eval_lines(first["out"])[2], abs=2e-6)
-    a = checkpoint.load(first["dir"] / "checkpoints" / "step-00000004")
-    b = checkpoint.load(resumed_dir / "checkpoints" / "step-00000004")
+    assert eval_lines(result.stdout)[4] == pytest.approx(eval_lines(two["out"])[4], abs=2e-6)
+    a = checkpoint.load(two["dir"] / "checkpoints" / "step-00000006")
+    b = checkpoint.load(resumed_dir / "checkpoints" / "step-00000006")
     for key, value in a["model"].items():
         assert torch.equal(value, b["model"][key]), key
-    rows_a, rows_b = metrics(first["dir"]), metrics(resumed_dir)
-    assert sorted(rows_b) == [3, 4]  # the resumed run's own metrics start after the checkpoint
-    assert [rows_b[s]["train_loss"] for s in (3, 4)] == [rows_a[s]["train_loss"] for s in (3, 4)]
+    rows_a, rows_b = metrics(two["dir"]), metrics(resumed_dir)
+    assert sorted(rows_b) == [5, 6]  # the resumed run's own metrics start after the checkpoint
+    assert [rows_b[s]["train_loss"] for s in (5, 6)] == [rows_a[s]["train_loss"] for s in (5, 6)]
 
 
-def test_resume_4_to_2_and_2_to_4_ranks_reshards(first: dict, tmp_path: Path) -> None:
+def test_resume_4_to_2_and_2_to_4_ranks_reshards(first: dict, two: dict, tmp_path: Path) -> None:
     """DCP reshards on load: the held-out loss of the restored model is the saved model's, and
     the data stream and step count go on from where they stopped."""
-    two = tmp_path / "two"
-    saved = first["dir"] / "checkpoints" / "step-00000002"
-    result = run(
-        finetune_args(two, first["model"], first["data"], 1, 2, *SHORT, "--resume", str(saved))
-    )
-    assert "written by 4 ranks, this run has 2" in result.stdout
-    assert eval_lines(result.stdout)[2] == pytest.approx(eval_lines(first["out"])[2], rel=1e-6)
-    two_out = result.stdout
-    rows = metrics(two)
-    assert sorted(rows) == [3, 4]
+    two_out = two["out"]  # first's step 2 (4 ranks) resumed on 2 ranks, to step 6
+    assert "written by 4 ranks, this run has 2" in two_out
+    assert eval_lines(two_out)[2] == pytest.approx(eval_lines(first["out"])[2], rel=1e-6)
+    rows = metrics(two["dir"])
+    assert sorted(rows) == [3, 4, 5, 6]
     assert float(rows[3]["train_loss"]) == pytest.approx(
         float(metrics(first["dir"])[3]["train_loss"]), rel=0.05
     )
-    at_four = checkpoint.load(two / "checkpoints" / "step-00000004")
+    at_four = checkpoint.load(two["dir"] / "checkpoints" / "step-00000004")
     assert at_four["world_size"] == 2
     assert at_four["extra"][0]["samples"] == 2 * 8 + 2 * 4  # 2 steps on 4 ranks, 2 on 2
 
     four = tmp_path / "four"
-    more = ("--training.max_steps", "6", "--training.save_steps", "2", "--training.eval_steps", "2")
-    back = two / "checkpoints" / "step-00000004"
+    back = two["dir"] / "checkpoints" / "step-00000004"
     result = run(
-        finetune_args(four, first["model"], first["data"], 2, 2, *more, "--resume", str(back))
+        finetune_args(four, first["model"], first["data"], 2, 2, *TO_SIX, "--resume", str(back))
     )
     assert "written by 2 ranks, this run has 4" in result.stdout
     # the 2-rank run's own printed loss (metrics.csv keeps 6 significant digits, not 6 decimals)

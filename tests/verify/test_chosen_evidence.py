@@ -9,27 +9,24 @@ from pathlib import Path
 import pytest
 
 from noderun import cli
-from tests.conftest import noderun
+from tests.docs.test_snippets import run_snippet_of
 
 pytestmark = pytest.mark.slow
-
-SCRIPT = """
-import noderun
-
-with noderun.init() as ctx:
-    total = ctx.all_reduce_sum(1.0)
-    ctx.print(f"{total:.0f} ranks")
-"""
 
 
 def test_metrics_and_checkpoints_the_script_never_meant_to_write(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    run_dir = tmp_path / "run"
-    done = noderun(["run", "--nproc-per-node", "2", "--run-dir", str(run_dir), str(script)])
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the README's train.py and its commands, run as written (that page's test runs them only
+    # here): noderun run on 2 x 2 ranks, then noderun verify, exit 0 of both asserted
+    run_snippet_of(
+        "README.md",
+        "tests/verify/test_chosen_evidence.py::"
+        "test_metrics_and_checkpoints_the_script_never_meant_to_write",
+        tmp_path,
+    )
+    run_dir = tmp_path / "runs" / "readme"
+    assert "noderun.init()" in (tmp_path / "train.py").read_text()
     capsys.readouterr()
 
     code = cli.main(["verify", str(run_dir), "--json"])

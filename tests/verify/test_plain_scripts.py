@@ -37,18 +37,13 @@ def checks(report: dict) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def local_runs(tmp_path_factory: pytest.TempPathFactory, plain_run: Path) -> dict[str, Path]:
+def local_runs(plain_run: Path, lightning_run: tuple[Path, str]) -> dict[str, Path]:
     """The plain script: tests/conftest.py's plain_run (_plain_args on 2 x 1 ranks; its report
-    holds no rank count, its world-size check is a SKIP; shared with test_summary). Lightning's
-    report names the 4 processes of 2 x 2. The lab test runs both at 2 x 2."""
-    run_dir = tmp_path_factory.mktemp("plain-verify") / "lightning"
-    done = noderun(
-        ["run", "--nnodes", "2", "--nproc-per-node", "2", "--run-dir", str(run_dir),
-         *_lightning_args(run_dir)],
-        timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {"plain": plain_run, "lightning": run_dir}
+    holds no rank count, its world-size check is a SKIP; shared with test_summary). Lightning:
+    tests/conftest.py's lightning_run, docs/lightning.md's run of examples/lightning_classifier.py
+    (no noderun import either) on 2 x 2 ranks for 4 epochs (shared with its example's test):
+    its report names the 4 processes. The lab test runs both scenario scripts at 2 x 2."""
+    return {"plain": plain_run, "lightning": lightning_run[0]}
 
 
 def assert_plain_report(report: dict) -> None:
@@ -64,7 +59,7 @@ def assert_plain_report(report: dict) -> None:
     assert found["rank-logs"]["status"] == "PASS"
 
 
-def assert_lightning_report(report: dict, nodes: int) -> None:
+def assert_lightning_report(report: dict, nodes: int, epochs: int) -> None:
     found = checks(report)
     assert report["healthy"] is True, report["checks"]
     assert found["runtime-json"]["status"] == "SKIP"
@@ -72,10 +67,10 @@ def assert_lightning_report(report: dict, nodes: int) -> None:
     assert found["world-size"]["status"] == "PASS"
     assert found["backend"]["detail"].startswith("gloo")
     assert found["metrics"]["status"] == "PASS" and "CSVLogger" in found["metrics"]["detail"]
-    assert found["epochs"]["detail"].startswith("2 epochs")
+    assert found["epochs"]["detail"].startswith(f"{epochs} epochs")
     assert found["losses"]["status"] == "PASS"
     assert ".ckpt loads" in found["checkpoint"]["detail"]
-    assert report["facts"]["epochs_completed"] == 2 and report["facts"]["nodes"] == nodes
+    assert report["facts"]["epochs_completed"] == epochs and report["facts"]["nodes"] == nodes
 
 
 def test_plain_torch_script_is_healthy_with_skips(local_runs, capsys):
@@ -110,7 +105,7 @@ def test_an_unknown_required_check_is_a_usage_error(local_runs, capsys):
 def test_lightning_script_is_judged_from_its_own_lines_and_files(local_runs, capsys):
     code, report = verify(local_runs["lightning"], capsys=capsys)
     assert code == 0
-    assert_lightning_report(report, nodes=2)
+    assert_lightning_report(report, nodes=2, epochs=4)  # the page's --epochs 4
 
 
 def test_lightning_world_size_other_than_asked_fails(local_runs, capsys):
@@ -137,4 +132,4 @@ def test_on_the_lab(name: str, mode: str, tmp_path: Path, capsys) -> None:
     if name == "plain":
         assert_plain_report(report)
     else:
-        assert_lightning_report(report, nodes=2)
+        assert_lightning_report(report, nodes=2, epochs=2)  # lightning_fit.py's 2 epochs
