@@ -81,6 +81,7 @@ FROM_CORPUS = {
     "colossalai-5213-ssh-not-a-valid-rsa-key": "ssh-unreachable",  # paramiko pkey.py
     "automodel-3686-makedirs-race-on-shared-fs": "storage-missing",  # EEXIST, cut by the paste
     "dle-1092-tacotron2-multinode-checkpoint-symlink-race": "storage-missing",  # EEXIST symlink
+    "nemo-13996-nccl-could-not-find-net-id-0-multinode": "nccl-version-bug",  # graph/topo.h
 }
 
 
@@ -1271,3 +1272,19 @@ def test_a_store_timeout_to_a_host_local_address_is_the_network(tmp_path: Path) 
     ):
         log = write(tmp_path / "t.log", timeout.format(address))
         assert explain([log])[0].cause == expected, address
+
+
+def test_nccls_topology_lookups_failing_are_its_internal_error() -> None:
+    # src/graph/topo.h: ncclTopoIdToNetDev (nemo-13996, tuning part), ncclTopoRankToIndex and
+    # ncclTopoDevToRank WARN, then return ncclInternalError; the format strings' other two
+    for line in (
+        "node7:4121:4190 [3] graph/topo.h:120 NCCL WARN ncclTopoRankToIndex could not find rank 9",
+        "node7:4121:4190 [3] graph/topo.h:133 NCCL WARN ncclTopoDevToRank could not find rank for "
+        "nvml dev 3 in systemId 1",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "nccl-version-bug"
+    # search.cc's fallback is NCCL going on (a warning), not this
+    fallback = "graph/search.cc:1135 NCCL WARN Could not find a path for pattern 1, falling back"
+    signature = Scanner().classify(fallback)
+    assert signature is None or signature.cause != "nccl-version-bug"

@@ -848,7 +848,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "nccl-version-bug",
         r"internal error - please report this issue to the NCCL developers|"
-        r"ncclInternalError: Internal check failed",
+        r"ncclInternalError: Internal check failed|"
+        # NCCL's topology lookups (src/graph/topo.h ncclTopoIdToNetDev, ncclTopoRankToIndex,
+        # ncclTopoDevToRank) WARN and return ncclInternalError when the topology NCCL built has
+        # no node it itself refers to: the same internal error, in NCCL's own words
+        r"NCCL WARN (Could not find NET with id|ncclTopoRankToIndex could not find rank|"
+        r"ncclTopoDevToRank could not find rank)",
         "NCCL reported an internal error (a bug of that NCCL version, or a setup it mishandles)",
         "try another NCCL version (the one torch bundles, or a newer one: NCCL_DEBUG=INFO "
         "shows the WARN before the error); search NVIDIA/nccl issues for that WARN",
