@@ -1267,6 +1267,7 @@ def test_a_store_timeout_to_a_host_local_address_is_the_network(tmp_path: Path) 
     )
     for address, expected in (
         ("169.254.0.1", "network-unreachable"),  # link-local (RFC 3927)
+        ("[fe80::1%eth0]", "network-unreachable"),  # IPv6 link-local (RFC 4291), bracketed
         ("10.0.1.75", "rendezvous-timeout"),  # routable: a master that came late
         ("node-0", "rendezvous-timeout"),  # a host name says nothing
     ):

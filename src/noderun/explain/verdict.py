@@ -36,7 +36,9 @@ _STORE_TIMEOUT = re.compile(
 )
 _NO_ANSWER = re.compile(r"server socket on \S+ has timed out, will retry|\(errno: 110 - ")
 # the address c10d's store client tried: "(HOST, PORT)" (socket.cpp) or "HOST:PORT"
-_STORE_TARGET = re.compile(r"while trying to connect to \(?\[?([^\s,()\[\]]+?)\]?(?:[,)]|:\d|$)")
+_STORE_TARGET = re.compile(
+    r"while trying to connect to \(?(?:\[([^\]\s]+)\]|([^\s,()\[\]]+?)(?:[,)]|:\d|$))"
+)
 # addresses no other host routes to: link-local ones (RFC 3927, RFC 4291: never forwarded by a
 # router) and Docker's default bridge network (docker0, 172.17.0.0/16 unless `bip` is set: a
 # container's address there is private to its host; NCCL leaves docker* interfaces out of its
@@ -193,12 +195,13 @@ def _host_local_master(problems: list[Finding]) -> list[Finding]:
     found = _STORE_TARGET.search(problems[0].evidence.text)
     if found is None or not _STORE_TIMEOUT.search(problems[0].evidence.text):
         return problems
-    if not host_local(found.group(1)):
+    address = found.group(1) or found.group(2)
+    if not host_local(address):
         return problems
     root = dataclasses.replace(
         problems[0],
         cause="network-unreachable",
-        summary=f"the ranks were told to reach the master at {found.group(1)}, an address only "
+        summary=f"the ranks were told to reach the master at {address}, an address only "
         "its own host can reach (a Docker bridge or link-local address): the other nodes "
         "cannot route to it",
         fix="give the master an address on the network between the nodes (MASTER_ADDR, the "
