@@ -76,6 +76,12 @@ FROM_CORPUS = {
     "tinyfaces-12-cpu-allocator-laptop-8g": "out-of-memory",  # "DefaultCPUAllocator: not enough"
     "rtdaction-31-ctrl-c-stuck-run-death-signal-2": "interrupted",  # the agent got SIGINT
     "lerobot-3818-ctrl-c-stuck-training-death-signal-2": "interrupted",
+    # the eighth pass (diag10), from new tuning cases (SOURCES-corpus-i.md)
+    "colossalai-3066-ssh-no-authentication-methods": "ssh-unreachable",  # paramiko client.py
+    "colossalai-5213-ssh-not-a-valid-rsa-key": "ssh-unreachable",  # paramiko pkey.py
+    "automodel-3686-makedirs-race-on-shared-fs": "storage-missing",  # EEXIST, cut by the paste
+    "dle-1092-tacotron2-multinode-checkpoint-symlink-race": "storage-missing",  # EEXIST symlink
+    "nemo-13996-nccl-could-not-find-net-id-0-multinode": "nccl-version-bug",  # graph/topo.h
 }
 
 
@@ -1225,3 +1231,61 @@ def test_a_time_limit_after_the_work_finished_is_a_hang_at_exit(tmp_path: Path) 
     assert root.cause == "finalization-abort" and root.evidence.line == 2
     # the time limit alone (no sign of finished work) stays the cause
     assert explain([write(tmp_path / "limit.log", limit)])[0].cause == "time-limit"
+
+
+def test_paramiko_refusing_a_remote_launch_is_ssh_not_unknown(tmp_path: Path) -> None:
+    # colossalai-3066 (tuning part): colossalai run starts the other node's torchrun over ssh
+    # with fabric; its multinode_runner prints "Error: failed to run … exception: <paramiko>"
+    line = _line_with("colossalai-3066-ssh-no-authentication-methods", "exception:")
+    root = explain([write(tmp_path / "launch.log", line)])[0]
+    assert root.cause == "ssh-unreachable" and "No authentication methods" in root.evidence.text
+    # the remote command itself failing (invoke's UnexpectedExit) is no ssh problem
+    ran = line.replace(
+        "No authentication methods available", "Encountered a bad command exit code!"
+    )
+    assert explain([write(tmp_path / "ran.log", ran)])[0].cause != "ssh-unreachable"
+
+
+def test_a_path_another_rank_created_first_is_a_shared_storage_race(tmp_path: Path) -> None:
+    # dle-1092 (tuning part): every node's local rank 0 saved the checkpoint and its "last"
+    # link in one shared directory; the exception is EEXIST, not a crash of its own
+    cause, evidence = _explained("dle-1092-tacotron2-multinode-checkpoint-symlink-race")
+    assert cause == "storage-missing" and "[Errno 17] File exists" in evidence
+    log = write(tmp_path / "ok.log", "os.makedirs(path, exist_ok=True)  # FileExistsError avoided")
+    assert explain([log]) == []
+
+
+def test_a_store_timeout_to_a_host_local_address_is_the_network(tmp_path: Path) -> None:
+    # openrlhf-265 (tuning part): the vLLM group's master address was 172.17.0.2, a container
+    # on Docker's default bridge; the other node's connect timed out after 1800 s
+    cause, evidence = _explained("openrlhf-265-vllm-group-connect-to-docker-bridge-ip")
+    assert cause == "network-unreachable"
+    assert _key_line("openrlhf-265-vllm-group-connect-to-docker-bridge-ip") in evidence
+    timeout = (
+        "[E socket.cpp:922] [c10d] The client socket has timed out after 1800s while trying to "
+        "connect to ({}, 44737)."
+    )
+    for address, expected in (
+        ("169.254.0.1", "network-unreachable"),  # link-local (RFC 3927)
+        ("[fe80::1%eth0]", "network-unreachable"),  # IPv6 link-local (RFC 4291), bracketed
+        ("10.0.1.75", "rendezvous-timeout"),  # routable: a master that came late
+        ("node-0", "rendezvous-timeout"),  # a host name says nothing
+    ):
+        log = write(tmp_path / "t.log", timeout.format(address))
+        assert explain([log])[0].cause == expected, address
+
+
+def test_nccls_topology_lookups_failing_are_its_internal_error() -> None:
+    # src/graph/topo.h: ncclTopoIdToNetDev (nemo-13996, tuning part), ncclTopoRankToIndex and
+    # ncclTopoDevToRank WARN, then return ncclInternalError; the format strings' other two
+    for line in (
+        "node7:4121:4190 [3] graph/topo.h:120 NCCL WARN ncclTopoRankToIndex could not find rank 9",
+        "node7:4121:4190 [3] graph/topo.h:133 NCCL WARN ncclTopoDevToRank could not find rank for "
+        "nvml dev 3 in systemId 1",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "nccl-version-bug"
+    # search.cc's fallback is NCCL going on (a warning), not this
+    fallback = "graph/search.cc:1135 NCCL WARN Could not find a path for pattern 1, falling back"
+    signature = Scanner().classify(fallback)
+    assert signature is None or signature.cause != "nccl-version-bug"

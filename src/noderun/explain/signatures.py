@@ -544,7 +544,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"ssh exited with exit code 255|"
         # deepspeed's launcher (launcher/runner.py) checks `ssh -o PasswordAuthentication=no
         # HOST hostname` before it starts anything, and says so when that fails
-        r"Command '?ssh .*returned non-zero exit status 255|was not reachable via ssh",
+        r"Command '?ssh .*returned non-zero exit status 255|was not reachable via ssh|"
+        # paramiko (client.py, pkey.py, ssh_exception.py), which launchers that start the
+        # other nodes from Python use (fabric: colossalai run's multinode_runner prints
+        # "Error: failed to run … on HOST, is localhost: False, exception: <paramiko's text>")
+        r"No authentication methods available|not a valid \w+ private key file|"
+        r"Unable to connect to port \d+ on |Bad authentication type; allowed types|"
+        r"Server '?\S+'? not found in known_hosts|Error reading SSH protocol banner|"
+        r"paramiko\.\S*(AuthenticationException|PasswordRequiredException)",
         "the launcher could not ssh into a node",
         _SSH_FIX,
     ),
@@ -808,6 +815,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "software versions differ between nodes or builds",
         "install the same python, torch, CUDA and NCCL on every node (`noderun doctor` compares)",
     ),
+    # EEXIST from os.makedirs/mkdir/symlink/rename (Python's FileExistsError): in a run of
+    # several processes, another rank (often the local rank 0 of another node, on the same
+    # shared filesystem) created the path first: a race on shared storage, as the two-writer
+    # FileNotFoundError of a rename is
+    Signature(
+        "storage-missing",
+        r"FileExistsError: \[Errno 17\]|\[Errno 17\] File exists",
+        "a path already existed: ranks (the local rank 0 of each node, on one shared "
+        "filesystem) created or renamed the same file or directory at once",
+        "let only the global rank 0 create shared paths (checkpoints, logs, links), or give "
+        "each rank its own; tolerate a path another rank made (exist_ok, catch FileExistsError)",
+    ),
     Signature(
         "storage-missing",
         r"FileNotFoundError|[Nn]o such file or directory|checkpoint .* does not exist|"
@@ -829,7 +848,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "nccl-version-bug",
         r"internal error - please report this issue to the NCCL developers|"
-        r"ncclInternalError: Internal check failed",
+        r"ncclInternalError: Internal check failed|"
+        # NCCL's topology lookups (src/graph/topo.h ncclTopoIdToNetDev, ncclTopoRankToIndex,
+        # ncclTopoDevToRank) WARN and return ncclInternalError when the topology NCCL built has
+        # no node it itself refers to: the same internal error, in NCCL's own words
+        r"NCCL WARN (Could not find NET with id|ncclTopoRankToIndex could not find rank|"
+        r"ncclTopoDevToRank could not find rank)",
         "NCCL reported an internal error (a bug of that NCCL version, or a setup it mishandles)",
         "try another NCCL version (the one torch bundles, or a newer one: NCCL_DEBUG=INFO "
         "shows the WARN before the error); search NVIDIA/nccl issues for that WARN",

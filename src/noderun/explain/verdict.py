@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
@@ -12,7 +13,7 @@ from typing import Any
 
 from noderun.explain.findings import Evidence, Finding, Ranker
 from noderun.explain.scanner import Hit
-from noderun.explain.signatures import CAUSES, SIGNS, Tier
+from noderun.explain.signatures import _IFACE_FIX, CAUSES, SIGNS, Tier
 from noderun.explain.sources import Sources
 
 # what makes a job run into its time limit: when one of these was seen, it is the cause and
@@ -34,6 +35,15 @@ _STORE_TIMEOUT = re.compile(
     r"client socket has timed out after \S+ while trying to connect|connect\(\) timed out\."
 )
 _NO_ANSWER = re.compile(r"server socket on \S+ has timed out, will retry|\(errno: 110 - ")
+# the address c10d's store client tried: "(HOST, PORT)" (socket.cpp) or "HOST:PORT"
+_STORE_TARGET = re.compile(
+    r"while trying to connect to \(?(?:\[([^\]\s]+)\]|([^\s,()\[\]]+?)(?:[,)]|:\d|$))"
+)
+# addresses no other host routes to: link-local ones (RFC 3927, RFC 4291: never forwarded by a
+# router) and Docker's default bridge network (docker0, 172.17.0.0/16 unless `bip` is set: a
+# container's address there is private to its host; NCCL leaves docker* interfaces out of its
+# default NCCL_SOCKET_IFNAME for that reason)
+_DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
 _MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
 
 
@@ -121,6 +131,7 @@ def judge(
         if hang is not None:  # it hung, then ran out of time or someone stopped it
             problems = [hang, *(f for f in problems if f is not hang)]
     problems = _never_answered(ranked, problems)
+    problems = _host_local_master(problems)
     if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
         problems.insert(0, mismatch)
     problems = [g for g in (_fewer_ranks(ranker, f) for f in problems) if g is not None]
@@ -162,6 +173,41 @@ def _never_answered(ranked: list[Finding], problems: list[Finding]) -> list[Find
     if retry is None:
         return problems
     return [dataclasses.replace(retry, tier=Tier.ROOT), *problems]
+
+
+def host_local(address: str) -> bool:
+    """An IP address that only its own host can reach (link-local, Docker's default bridge);
+    False for host names and for anything else."""
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    return ip.is_link_local or ip in _DOCKER_BRIDGE
+
+
+def _host_local_master(problems: list[Finding]) -> list[Finding]:
+    """c10d's store client gave up on an address that only its own host can reach: the ranks
+    were told a container's or a link-local address (the interface the master picked, or a
+    MASTER_ADDR taken inside a container) that the other nodes cannot route to; no master,
+    however late, would have answered there."""
+    if not problems or problems[0].cause != "rendezvous-timeout":
+        return problems
+    found = _STORE_TARGET.search(problems[0].evidence.text)
+    if found is None or not _STORE_TIMEOUT.search(problems[0].evidence.text):
+        return problems
+    address = found.group(1) or found.group(2)
+    if not host_local(address):
+        return problems
+    root = dataclasses.replace(
+        problems[0],
+        cause="network-unreachable",
+        summary=f"the ranks were told to reach the master at {address}, an address only "
+        "its own host can reach (a Docker bridge or link-local address): the other nodes "
+        "cannot route to it",
+        fix="give the master an address on the network between the nodes (MASTER_ADDR, the "
+        "launcher's node IP; run containers with --network=host); " + _IFACE_FIX,
+    )
+    return [root, *problems[1:]]
 
 
 def _config_file(ranker: Ranker, finding: Finding) -> Finding:
