@@ -22,7 +22,7 @@ WHEEL_VENV ?= .venv-wheel
 WHEEL_TESTS := tests/test_installed.py tests/test_rank_entry.py tests/backends/test_local_gang.py \
 	tests/backends/test_clean_exit.py tests/doctor tests/verbs/test_hand_started.py
 
-.PHONY: venv dev llm demo docs lab lab-down ssh-lab test test-unit test-lanes lane-local lane-local-a lane-local-b lane-slurm \
+.PHONY: venv dev llm demo docs lab lab-down ssh-lab test test-unit test-lanes lane-local lane-local-a lane-local-b lane-slurm lane-slurm-a lane-slurm-b \
 	lane-ssh test-fast test-slurm test-ssh test-soak test-wheel test-torch-matrix bench build \
 	lint clean
 
@@ -85,7 +85,7 @@ test-unit:
 	@$(call TIMED,$(PYTEST) $(XDIST) -m "$(UNIT)" --durations=10)
 
 test-lanes:
-	@$(call TIMED,$(MAKE) --no-print-directory -k -j4 --output-sync=target lane-local-a lane-local-b lane-slurm lane-ssh)
+	@$(call TIMED,$(MAKE) --no-print-directory -k -j5 --output-sync=target lane-local-a lane-local-b lane-slurm-a lane-slurm-b lane-ssh)
 
 # the local multi-process tests, in two halves run side by side: one serial lane left the
 # machine half idle for its last minutes once the lab lanes had ended. The halves split by
@@ -104,6 +104,17 @@ lane-local-b:
 
 lane-slurm:
 	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=15)
+
+# the Slurm-lab tests in two halves too (the lab's nodes have room for both halves' jobs); a
+# serial lab lane had become the suite's last one to end. Half A: the longest jobs.
+SLURM_A := tests/slurm/test_drop_in_lab.py tests/flare/test_lab.py tests/runtime/test_preemption_slurm.py \
+	tests/slurm/test_manage_lab.py tests/sweep/test_sweep_slurm.py
+
+lane-slurm-a:
+	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=10 $(SLURM_A))
+
+lane-slurm-b:
+	@$(call TIMED,$(PYTEST) -m "slurm and not soak" --durations=10 $(addprefix --ignore=,$(SLURM_A)))
 
 lane-ssh:
 	@$(call TIMED,$(PYTEST) -m "ssh and not soak" --durations=10)

@@ -15,7 +15,7 @@ NODES=${NODERUN_LAB_NODES:-3}
 ACCT=${NODERUN_LAB_ACCOUNTING:-0}
 DIR=${NODERUN_LAB_DIR:-/tmp/noderun-slurm-lab}
 PORT=6817          # slurmctld; slurmdbd PORT+2, MariaDB PORT+3, slurmd of nodeI PORT+10+I
-CPUS=2
+CPUS=4             # per node: two lanes' 2-task-a-node jobs side by side (make test-lanes)
 MEM_MB=4096
 WAIT_S=${NODERUN_LAB_TIMEOUT:-90}
 
