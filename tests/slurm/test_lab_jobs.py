@@ -309,7 +309,7 @@ def test_ranks_that_never_arrive_end_fast_with_a_hint(tmp_path: Path) -> None:
     [
         (["--nodes", "0", "SCRIPT"], ["--nodes", "at least 1"]),
         (["--nodes", "4", "SCRIPT"], ["--nodes 4", "3 node(s)"]),
-        (["--nproc-per-node", "3", "SCRIPT"], ["3 CPUs per node", "at most 2"]),
+        (["--nproc-per-node", "5", "SCRIPT"], ["5 CPUs per node", "at most 4"]),  # lab: 4 a node
         (["--partition", "nope", "SCRIPT"], ["partition 'nope' does not exist", "debug"]),
         (["--time", "1:2:3:4", "SCRIPT"], ["--time", "HH:MM:SS"]),
         (["--gpus-per-node", "1", "SCRIPT"], ["--gpus-per-node 1", "at most 0"]),
