@@ -60,6 +60,19 @@ def wait(job_id: str) -> JobState:
     return wait_for_job(job_id, poll=0.5)
 
 
+def job_nodes(job_id: str) -> tuple[str, list[str]]:
+    """The nodes the lab gave a job, as sacct lists them (``node[2-3]``) and one by one: the
+    lanes share the lab, so a job's nodes are not always the first ones."""
+    listed = subprocess.run(
+        ["sacct", "-j", job_id, "-X", "-n", "-P", "--format=NodeList"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip().splitlines()[0]  # fmt: skip
+    hosts = subprocess.run(
+        ["scontrol", "show", "hostnames", listed], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return listed, hosts
+
+
 def read_json(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text())
     return data
