@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from noderun.topology.contract import VARIABLES
+
 # errors a rank raises only because another rank died first: it lost its peer, or waited for
 # it in a collective until the watchdog gave up (c10d's ProcessGroupNCCL/gloo wording)
 SECONDARY = (
@@ -93,10 +95,6 @@ def write(logs: Path, record: ErrorRecord) -> None:
         (logs / f"rank{record.rank}.error.json").write_text(json.dumps(dataclasses.asdict(record)))
 
 
-# where the launcher tells a rank its run directory (the first set one wins)
-RUN_DIR_VARIABLES = ("NODERUN__RUN_DIR", "NODERUN_RUN_DIR")
-
-
 def record(
     error: BaseException,
     exit_code: int = 1,
@@ -108,7 +106,7 @@ def record(
     (``RANK``, ``GROUP_RANK``, the run directory), so a rank that fails before ``init()`` is
     recorded too. Nothing without a run directory and a rank. Best effort, never raises."""
     with contextlib.suppress(Exception):  # a failing rank must not fail again reporting it
-        env_dir = next((os.environ[v] for v in RUN_DIR_VARIABLES if os.environ.get(v)), "")
+        env_dir = next((os.environ[v] for v in VARIABLES["run_dir"] if os.environ.get(v)), "")
         env_rank, env_node = os.environ.get("RANK", ""), os.environ.get("GROUP_RANK", "")
         run_dir = run_dir or (Path(env_dir) if env_dir else None)
         rank = rank if rank is not None else int(env_rank) if env_rank.isdigit() else None

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from noderun.backends import slurm
 from noderun.backends.slurm import JobState, wait_for_job
 from tests.conftest import ROOT, clean_env, under_ci
 
@@ -67,9 +68,7 @@ def job_nodes(job_id: str) -> tuple[str, list[str]]:
         ["sacct", "-j", job_id, "-X", "-n", "-P", "--format=NodeList"],
         capture_output=True, text=True, check=True,
     ).stdout.strip().splitlines()[0]  # fmt: skip
-    hosts = subprocess.run(
-        ["scontrol", "show", "hostnames", listed], capture_output=True, text=True, check=True
-    ).stdout.split()
+    hosts = slurm.hostnames(listed)
     return listed, hosts
 
 

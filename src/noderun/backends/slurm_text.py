@@ -12,6 +12,9 @@ import re
 from noderun.errors import TopologyError
 from noderun.topology.hostlist import compress_hostlist, expand_hostlist
 
+# a job id as users pass it: 4711, or an array task's <array job>_<task> (4711_2)
+JOB_ID = re.compile(r"^\d+(_\d+)?$")
+
 # SLURM job state -> noderun run status (a table, not an if-chain)
 JOB_STATES: dict[str, str] = {
     "PENDING": "pending",

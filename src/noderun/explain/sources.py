@@ -12,6 +12,7 @@ from typing import Any
 
 from noderun import failures, rundir
 from noderun.backends import slurm
+from noderun.backends.slurm_text import JOB_ID
 from noderun.errors import UsageError
 from noderun.explain.findings import Evidence, Finding
 from noderun.explain.scanner import is_binary
@@ -19,7 +20,6 @@ from noderun.explain.signatures import CAUSES, Tier
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
 
 
 @dataclasses.dataclass
@@ -55,7 +55,7 @@ def collect(targets: Sequence[str]) -> Sources:
             _add_directory(sources, path)
         elif path.exists():
             _add_file(sources, path, explicit=True)
-        elif _JOB_ID.match(target):
+        elif JOB_ID.match(target):
             _add_slurm_job(sources, target)
         else:
             raise UsageError(f"{target} does not exist", "pass log files, a directory or a job id")

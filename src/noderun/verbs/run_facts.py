@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from noderun import run_view, rundir
+from noderun.backends.slurm_text import JOB_ID
 from noderun.errors import UsageError
 from noderun.run_record import RunRecord
 from noderun.stacks.files import progress_file, read_progress_and_position
 
 _RANK_LOG = re.compile(r"^rank(\d+)\.log$")
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")  # 4711, or an array task's 4711_2
 
 
 def resolve(target: str) -> Path:
     """``RUN|JOB``: a run directory, or the run directory of a SLURM job id (``4711``, an array
     task's ``4711_2``: verify's lookup); a one-line UsageError when it is neither."""
     run_dir = Path(target)
-    if not run_dir.exists() and _JOB_ID.match(target):
+    if not run_dir.exists() and JOB_ID.match(target):
         from noderun.verify.target import resolve_target
 
         run_dir = resolve_target(target)

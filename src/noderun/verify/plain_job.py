@@ -4,22 +4,19 @@ StdOut/StdErr files, scanned with explain's signatures as a run directory's logs
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from noderun.backends import slurm
-from noderun.backends.slurm_text import JobRecord, parse_table, state_status
+from noderun.backends.slurm_text import JOB_ID, JobRecord, parse_table, state_status
 from noderun.errors import UsageError
 from noderun.verify.evidence import file_signs
 from noderun.verify.model import Check, Expectations, Report, failed, passed, skipped, warned
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
-
 
 def plain_job(target: str) -> JobRecord | None:
     """The job's record when ``target`` is a SLURM job id with no noderun run directory."""
-    if not _JOB_ID.match(target) or Path(target).exists() or not slurm.available():
+    if not JOB_ID.match(target) or Path(target).exists() or not slurm.available():
         return None
     record = slurm.job_record(target)
     if record is None:

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 from noderun.backends import slurm
+from noderun.backends.slurm_text import JOB_ID
 from noderun.errors import UsageError
 from noderun.explain.sources import run_dirs_of_job
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")  # an array task: <array job>_<task>
 _RUN_DIR_HINT = "pass a run directory (runs/<name>-…) or a SLURM job id"
 
 
@@ -20,7 +20,7 @@ def resolve_target(target: str) -> Path:
     """A run directory as given, or the run directory of a SLURM job id (its run.json names
     the job): searched beside the job's script and output, under ./runs and its workdir."""
     path = Path(target)
-    if path.exists() or not _JOB_ID.match(target):
+    if path.exists() or not JOB_ID.match(target):
         return path
     if not slurm.available():
         raise UsageError(f"{target} does not exist (and SLURM is not installed)", _RUN_DIR_HINT)
