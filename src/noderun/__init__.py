@@ -29,8 +29,8 @@ __all__ = [
 # what a training script needs, by name: (module, attribute); imported on first use, so the CLI
 # (which imports this package) never pays for torch
 _LAZY: dict[str, tuple[str, str]] = {
-    "init": ("noderun.runtime", "init"),
-    "Context": ("noderun.runtime", "Context"),
+    "init": ("noderun.runtime.context", "init"),
+    "Context": ("noderun.runtime.context", "Context"),
     "TrainingLoop": ("noderun.runtime.loop", "TrainingLoop"),
     "Checkpointer": ("noderun.runtime.training_state", "Checkpointer"),
     "Position": ("noderun.runtime.training_state", "Position"),

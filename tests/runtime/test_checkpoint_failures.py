@@ -42,7 +42,7 @@ def test_a_failed_write_is_said_with_path_and_room_and_stops_training(
         monkeypatch.setattr(checkpoint, "SNAPSHOT_BYTES", 4)
     _, ckpt = _setup(tmp_path)
     ckpt.save(Position(1, 0, 1), wait=True)
-    monkeypatch.setattr(checkpoint.torch, "save", _full_disk)
+    monkeypatch.setattr(torch, "save", _full_disk)
     with pytest.raises(write_errors.WriteError) as raised:
         ckpt.save(Position(2, 0, 2))
         ckpt.wait()  # a background failure surfaces here at the latest
@@ -78,7 +78,7 @@ def test_each_failed_write_names_its_errno_and_fix_and_keeps_the_last_checkpoint
     def fails(*_: object, **__: object) -> None:
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(checkpoint.torch, "save", fails)
+    monkeypatch.setattr(torch, "save", fails)
     with pytest.raises(write_errors.WriteError) as raised:
         ckpt.save(Position(2, 0, 2), wait=True)
     line = str(raised.value)

@@ -27,13 +27,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import torch
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from noderun import timeline
 from noderun.atomic import fsync_path
 from noderun.errors import UsageError
+
+if TYPE_CHECKING:  # torch is imported where a tensor is read or written: verify reads
+    import torch  # which checkpoints are complete without it
 
 STATE_FILE = "state.pt"
 RANKS_FILE = "ranks.pt"
@@ -82,6 +83,8 @@ class _Writes:
 
 def torch_save(obj: Any, handle: BinaryIO) -> None:
     """``torch.save`` into an open file; a failed write raises its own OSError."""
+    import torch
+
     writes = _Writes(handle)
     try:
         torch.save(obj, writes)  # type: ignore[arg-type]
@@ -343,6 +346,8 @@ SNAPSHOT_BYTES = 64 * 1024 * 1024  # up to this much CPU tensor data is cloned, 
 
 def small_on_cpu(state: Mapping[str, Any]) -> bool:
     """``state`` holds at most ``SNAPSHOT_BYTES`` of plain CPU tensors, and plain data."""
+    import torch
+
     size = 0
 
     def scan(value: Any) -> bool:
@@ -363,6 +368,8 @@ def _cloned(state: Mapping[str, Any]) -> dict[str, Any]:
     """``state`` with every tensor cloned and every container copied (6x faster than
     ``copy.deepcopy``); a tensor found twice (tied weights) is cloned once, so it stays
     shared in the file."""
+    import torch
+
     memo: dict[int, torch.Tensor] = {}
 
     def clone(value: Any) -> Any:
@@ -438,6 +445,8 @@ def torch_load_checked(
 
     ``mmap``: tensors map the file's pages instead of being read into fresh memory; for state
     that is copied into a model at once (resume), this saves one copy of every tensor."""
+    import torch
+
     try:
         state = torch.load(file, map_location=map_location, weights_only=True, mmap=mmap)
     except FileNotFoundError:

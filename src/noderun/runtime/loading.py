@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from noderun.runtime.checkpoint import PathLike, read_full, read_meta
+
+if TYPE_CHECKING:
+    import torch
 
 
 def load(path: PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:

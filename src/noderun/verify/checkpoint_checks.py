@@ -8,8 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from noderun import rundir, timeline
 from noderun.errors import NoderunError
 from noderun.runtime import checkpoint
@@ -24,6 +22,8 @@ MODEL_KEYS = ("model", "state_dict", "model_state_dict")
 
 
 def _tensors(state: Any) -> Iterator[Any]:
+    import torch  # only once a checkpoint is found: verify of a run without one needs no torch
+
     if isinstance(state, torch.Tensor):
         yield state
     elif isinstance(state, dict):
@@ -108,6 +108,8 @@ def _script_checkpoint(ev: RunEvidence) -> Check:
         )
     newest = files[-1]
     name = str(newest.relative_to(ev.run_dir))
+    import torch
+
     try:
         state = torch.load(newest, map_location="cpu", weights_only=True)
     except Exception as err:  # a broken file can raise anything from torch.load
