@@ -437,6 +437,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "teardown when its work had ended",
         _ABORT_FIX,
     ),
+    # Ray's memory monitor (src/ray/raylet: the worker-killing policy) kills the newest task's
+    # worker when the node's memory passes its threshold (RAY_memory_usage_threshold, 0.95),
+    # before the kernel's OOM killer would: "Task was killed due to the node running low on
+    # memory." (Ray >= 2.55: "N worker(s) were killed …"), then "Memory on the node (IP: …) …
+    # which exceeds the memory usage threshold of 0.95"; the GCS logs the worker's exit type
+    # NODE_OUT_OF_MEMORY. A ray.get of that task raises ray.exceptions.OutOfMemoryError
+    Signature(
+        "out-of-memory",
+        r"(Task was|\d+ worker\(s\) were) killed due to the node running low on memory|"
+        r"which exceeds the memory usage threshold of \d|"
+        r"[Ee]xit[ _]type[:=]? ?=? ?NODE_OUT_OF_MEMORY",
+        "Ray's memory monitor killed a worker: the node's host memory passed Ray's threshold",
+        "hold less in host memory per worker (fewer actors or tasks per node, smaller batches or "
+        "buffers, offloading less to CPU), or spread the work over more nodes; "
+        "RAY_memory_usage_threshold only moves the point where the kernel's OOM killer strikes",
+    ),
     Signature(
         "out-of-memory",
         r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|\bMemoryError\b|"
@@ -904,6 +920,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
         # deepspeed's launcher (launcher/launch.py sigkill_handler), torch.multiprocessing.spawn
         r"\] exits with return code = -?\d+|process \d+ terminated with exit code -?\d+|"
+        # MPICH's Hydra block (above) for a process that exited non-zero, or, in older Hydra,
+        # died of a signal (EXIT CODE: 9 for SIGKILL, 139/11 for SIGSEGV)
+        r"^=\s+EXIT CODE: [1-9]\d*\s*$|"
         r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation|Aborted)",
         "the launcher reports that a rank failed",
         _CRASH_FIX,
@@ -920,6 +939,11 @@ SIGNATURES: tuple[Signature, ...] = (
         # "proc-aborted-strsignal")
         r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b|"
         r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b",
+        # MPICH's mpiexec (Hydra) closes a job whose process died with a block of "=" lines:
+        # "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "RANK N PID N RUNNING AT
+        # host", then "KILLED BY SIGNAL: 9 (Killed)" (older Hydra: "EXIT CODE: 9", the signal's
+        # number, below)
+        r"|^=\s+KILLED BY SIGNAL: (9|11|6|7|8|4)\b",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
