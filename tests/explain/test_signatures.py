@@ -82,6 +82,8 @@ FROM_CORPUS = {
     "automodel-3686-makedirs-race-on-shared-fs": "storage-missing",  # EEXIST, cut by the paste
     "dle-1092-tacotron2-multinode-checkpoint-symlink-race": "storage-missing",  # EEXIST symlink
     "nemo-13996-nccl-could-not-find-net-id-0-multinode": "nccl-version-bug",  # graph/topo.h
+    # the ninth pass (diag11), from new tuning cases (SOURCES-corpus-j.md)
+    "openrlhf-936-ray-task-killed-node-low-memory": "out-of-memory",  # Ray's memory monitor
 }
 
 
@@ -1289,3 +1291,49 @@ def test_nccls_topology_lookups_failing_are_its_internal_error() -> None:
     fallback = "graph/search.cc:1135 NCCL WARN Could not find a path for pattern 1, falling back"
     signature = Scanner().classify(fallback)
     assert signature is None or signature.cause != "nccl-version-bug"
+
+
+def test_rays_memory_monitor_killing_a_worker_is_memory() -> None:
+    # openrlhf-936 (tuning part) is the line above; Ray's other wordings of the same kill, from
+    # its source and docs: Ray >= 2.55 counts the workers, the node's figures follow on the next
+    # line, the GCS logs the worker's exit type
+    for line in (
+        "(raylet) 2 worker(s) were killed due to the node running low on memory.",
+        "Memory on the node (IP: 10.0.62.231, ID: e5d9) where the task (task ID: 4353, "
+        "name=allocate_memory, pid=11362, memory used=1.25GB) was running was 27.71GB / 28.80GB "
+        "(0.962273), which exceeds the memory usage threshold of 0.95.",
+        "[2023-05-27 13:36:07,742 W 114781 114781] (gcs_server) gcs_worker_manager.cc:55: "
+        "Reporting worker exit, worker id = 1c42, node id = ffff, address = , "
+        "exit_type = NODE_OUT_OF_MEMORY, exit_detail = see the raylet",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "out-of-memory", line
+    # a task that merely reports its own memory use is no kill
+    assert Scanner().classify("task used 1.2GB of memory on the node") is None
+
+
+def test_mpichs_bad_termination_block_is_a_failed_rank_not_a_healthy_run(
+    tmp_path: Path,
+) -> None:
+    # mplbm-92 (tuning part): MPICH's mpiexec (Hydra) ends the job with its "=" block; older
+    # Hydra says "EXIT CODE: 9" for a SIGKILLed process. The log holds nothing else: before
+    # this pass explain called it healthy
+    cause, evidence = _explained("mplbm-92-mpich-bad-termination-exit-code-9")
+    assert cause == "rank-crashed" and "EXIT CODE: 9" in evidence
+    # newer Hydra names the signal; a rank's own error before the block is the cause, the
+    # block only the launcher's report of it
+    block = (
+        "=" * 83,
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   RANK 1 PID 5491 RUNNING AT gn59",
+        "=   KILLED BY SIGNAL: 9 (Killed)",
+        "=" * 83,
+    )
+    root = explain([write(tmp_path / "signal.log", *block)])[0]
+    assert root.cause == "rank-crashed" and "KILLED BY SIGNAL: 9" in root.evidence.text
+    before = ("RuntimeError: CUDA error: out of memory",)
+    root = explain([write(tmp_path / "oom.log", *before, *block)])[0]
+    assert root.cause == "out-of-memory"
+    # the words alone, outside Hydra's block, are no report
+    quiet = write(tmp_path / "ok.log", "epoch 3 EXIT CODE: 9 would mean SIGKILL in MPICH")
+    assert explain([quiet]) == []

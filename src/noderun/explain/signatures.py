@@ -938,7 +938,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # Exception) of a process that died of a signal, and mpirun's (Open MPI, PRRTE help text
         # "proc-aborted-strsignal")
         r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b|"
-        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b",
+        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b"
         # MPICH's mpiexec (Hydra) closes a job whose process died with a block of "=" lines:
         # "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "RANK N PID N RUNNING AT
         # host", then "KILLED BY SIGNAL: 9 (Killed)" (older Hydra: "EXIT CODE: 9", the signal's
