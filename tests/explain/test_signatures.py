@@ -1337,3 +1337,30 @@ def test_mpichs_bad_termination_block_is_a_failed_rank_not_a_healthy_run(
     # the words alone, outside Hydra's block, are no report
     quiet = write(tmp_path / "ok.log", "epoch 3 EXIT CODE: 9 would mean SIGKILL in MPICH")
     assert explain([quiet]) == []
+
+
+def test_a_ray_worker_that_died_is_a_consequence_of_why_it_died(tmp_path: Path) -> None:
+    # Ray's own texts (python/ray/exceptions.py ActorDiedError, the core worker's system-error
+    # report; no tuning case holds them yet): the caller's view of a worker's death
+    died = (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    )
+    signature = Scanner().classify(died)
+    assert signature is not None and signature.cause == "rank-crashed"
+    assert signature.tier is Tier.CONSEQUENCE
+    # the dead worker's own exception, earlier in the log, is the cause
+    log = write(
+        tmp_path / "ray.log",
+        "(WorkerDict pid=866, ip=10.233.115.77) FileNotFoundError: [Errno 2] No such file or "
+        "directory: '/data/ckpt/global_step_40/actor'",
+        "(main_task pid=5634) " + died,
+    )
+    assert explain([log])[0].cause == "storage-missing"
+    # with Ray's exit detail naming its memory monitor, the same report is memory
+    oom = (
+        "WARNING worker.py:1839 -- A worker died or was killed while executing a task by an "
+        "unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: Task was "
+        "killed due to the node running low on memory."
+    )
+    signature = Scanner().classify(oom)
+    assert signature is not None and signature.cause == "out-of-memory"

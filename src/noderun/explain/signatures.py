@@ -902,6 +902,21 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
+    # Ray (python/ray/exceptions.py, the core worker) reports a task's or actor's worker
+    # process that died: the caller's view of a death whose reason is the dead worker's own
+    # (its log, or the "Worker exit detail:" Ray appends when it knows it: its memory
+    # monitor's kill is matched above, before this)
+    Signature(
+        "rank-crashed",
+        r"A worker died or was killed while executing (a|the) task by an unexpected system error|"
+        r"The actor died unexpectedly before finishing this task|"
+        r"The actor is dead because its worker process has died|"
+        r"\b(RayActorError|ActorDiedError|WorkerCrashedError)\b",
+        "a Ray worker process died: the task or actor that used it lost it",
+        "read the dead worker's own log (`ray logs worker-…`, the actor's lines above) for why it "
+        "died: an exception, the OOM killer, a signal",
+        Tier.CONSEQUENCE,
+    ),
     # srun's line for tasks ended by SIGTERM, or by SIGKILL when they outlive the step's grace
     # (KillWait): a requeue of a preempted job cancels the step this way (the job's output keeps
     # the line across the restart), as do scancel and time limits
