@@ -1342,9 +1342,7 @@ def test_mpichs_bad_termination_block_is_a_failed_rank_not_a_healthy_run(
 def test_a_ray_worker_that_died_is_a_consequence_of_why_it_died(tmp_path: Path) -> None:
     # Ray's own texts (python/ray/exceptions.py ActorDiedError, the core worker's system-error
     # report; no tuning case holds them yet): the caller's view of a worker's death
-    died = (
-        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
-    )
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
     signature = Scanner().classify(died)
     assert signature is not None and signature.cause == "rank-crashed"
     assert signature.tier is Tier.CONSEQUENCE
