@@ -172,6 +172,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "nothing to do if the job ran",
         Tier.WARNING,
     ),
+    # torch's ProcessGroupGloo (createDefaultDevice) when the hostname resolves to no usable
+    # address: it binds loopback, which works on one node and on no other (verdict: a Gloo
+    # connect to a loopback peer names this as its reason)
+    Signature(
+        "warning",
+        r"Unable to resolve hostname to a \(local\) address\. Using the loopback",
+        "Gloo bound to the loopback address: this node's hostname resolves to no usable address",
+        "set GLOO_SOCKET_IFNAME to the interface between the nodes (fine on a single node)",
+        Tier.WARNING,
+    ),
     # Python (Modules/atexitmodule.c) reports an atexit callback that raised and exits anyway
     Signature(
         "warning",
@@ -600,6 +610,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
     ),
+    # gloo's full-mesh connect (ProcessGroupGloo.cpp "Gloo connectFullMesh failed with " +
+    # gloo's what(); transport/tcp/pair.cc: "timed out connecting: SO_ERROR: …, remote=[…]",
+    # older gloo "connect [ADDR]:PORT: Connection refused"): the store already worked (every
+    # rank got its peers' addresses), so the ranks cannot reach the addresses their peers bound
+    # (GLOO_SOCKET_IFNAME, a hostname that resolves to loopback, a firewall). A peer that went
+    # away mid-connect ("reset/closed by peer") is a consequence, below
+    Signature(
+        "network-unreachable",
+        r"Gloo connectFullMesh failed.*(\bno error\b|timed out|[Cc]onnection refused|"
+        r"[Nn]o route to host|[Nn]etwork is unreachable)|"
+        r"\btimed out connecting: SO_ERROR: |"
+        r"pair\.cc:\d+\] connect \[[^\]]+\]:\d+: (Connection refused|No route to host|"
+        r"Connection timed out|Network is unreachable)",
+        "Gloo's ranks could not connect to each other at the addresses their peers bound",
+        "set GLOO_SOCKET_IFNAME (one interface name) to the interface that routes between the "
+        "nodes on every node, make each node's hostname resolve to that address (not 127.0.x.x "
+        "in /etc/hosts), and check the firewall",
+    ),
     Signature(
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
@@ -911,7 +939,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"A worker died or was killed while executing (a|the) task by an unexpected system error|"
         r"The actor died unexpectedly before finishing this task|"
         r"The actor is dead because its worker process has died|"
-        r"\b(RayActorError|ActorDiedError|WorkerCrashedError)\b",
+        r"\b(RayActorError|ActorDiedError|WorkerCrashedError|ActorHandleNotFoundError)\b|"
+        # vLLM's engine (v1/engine/core.py, utils.py wait_for_engine_startup) says so itself:
+        # "Engine core initialization failed. See root cause above."
+        r"Engine core initialization failed|EngineCore failed to start",
         "a Ray worker process died: the task or actor that used it lost it",
         "read the dead worker's own log (`ray logs worker-…`, the actor's lines above) for why it "
         "died: an exception, the OOM killer, a signal",
