@@ -84,6 +84,7 @@ FROM_CORPUS = {
     "nemo-13996-nccl-could-not-find-net-id-0-multinode": "nccl-version-bug",  # graph/topo.h
     # the ninth pass (diag11), from new tuning cases (SOURCES-corpus-j.md)
     "openrlhf-936-ray-task-killed-node-low-memory": "out-of-memory",  # Ray's memory monitor
+    "sglang-3226-gloo-connectfullmesh-no-error": "network-unreachable",  # ProcessGroupGloo
 }
 
 
@@ -1362,3 +1363,81 @@ def test_a_ray_worker_that_died_is_a_consequence_of_why_it_died(tmp_path: Path) 
     )
     signature = Scanner().classify(oom)
     assert signature is not None and signature.cause == "out-of-memory"
+
+
+def test_gloos_full_mesh_connect_failing_is_the_network(tmp_path: Path) -> None:
+    # sglang-3226 (tuning part) is the line above; pair.cc's other wordings: the connect that
+    # timed out (awsdoeks-69, tuning part, as the PR wraps it: read as one message) and older
+    # gloo's "connect [ADDR]:PORT: Connection refused"
+    cause, evidence = _explained("awsdoeks-69-gloo-loopback-then-ray-actor-handle")
+    assert cause == "network-unreachable"
+    assert "pair.cc:152] timed out connecting: SO_ERROR: Connection refused" in evidence
+    older = (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+        "[10.36.193.84]:1927: Connection refused"
+    )
+    root = explain([write(tmp_path / "old.log", older)])[0]
+    assert root.cause == "network-unreachable"
+    assert "Gloo's ranks could not connect" in root.summary  # a routable peer: no loopback
+    # a peer that went away while the mesh connected is a consequence of why it went
+    reset = "[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with Connection reset by peer"
+    signature = Scanner().classify(reset)
+    assert signature is not None and signature.tier is Tier.CONSEQUENCE
+
+
+def test_a_gloo_peer_on_loopback_names_torchs_fallback_warning(tmp_path: Path) -> None:
+    # awsdoeks-50 (tuning part): under hostNetwork the hostname resolved to nothing usable,
+    # Gloo bound 127.0.0.1, rank 8 on the other node dialled its own loopback
+    cause, evidence = _explained("awsdoeks-50-gloo-hostname-loopback-fallback")
+    assert cause == "network-unreachable"
+    assert "Unable to resolve hostname to a (local) address. Using the loopback" in evidence
+    root = explain([str(CORPUS / "awsdoeks-50-gloo-hostname-loopback-fallback" / "log.txt")])[0]
+    assert "loopback" in root.summary and "127.0.0.1" in root.summary
+    # the warning alone (one node: loopback works there) is no failure
+    single = write(
+        tmp_path / "one-node.log",
+        "[rank0]:[W427 03:10:15.652192062 ProcessGroupGloo.cpp:715] Warning: Unable to resolve "
+        "hostname to a (local) address. Using the loopback address as fallback. Manually set "
+        "the network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())",
+        "epoch 1 loss 0.25",
+    )
+    assert explain([single]) == []
+
+
+def test_a_wrapped_message_is_read_whole_but_not_a_tracebacks_code(tmp_path: Path) -> None:
+    # awsdoeks-69's Gloo line: the reason is on the indented lines the PR wrapped it onto
+    log = write(
+        tmp_path / "wrapped.log",
+        "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/"
+        "transport/tcp/pair.cc:152]",
+        "  timed out connecting: SO_ERROR: Connection refused, remote=[10.0.0.7]:29501",
+    )
+    root = explain([log])[0]
+    assert root.cause == "network-unreachable" and "remote=[10.0.0.7]" in root.evidence.text
+    # a traceback's indented source line under a wrapped hit is code, not the message
+    code = write(
+        tmp_path / "code.log",
+        "RuntimeError: NCCL communicator was aborted on rank 3 while waiting for the peers of rank",
+        "    store = TCPStore(result.hostname, result.port, world_size, start_daemon)",
+    )
+    assert "TCPStore" not in explain([code])[0].evidence.text
+
+
+def test_vllms_engine_startup_failure_points_above_itself(tmp_path: Path) -> None:
+    # vLLM v1 (engine/utils.py wait_for_engine_startup, core.py) says "See root cause above";
+    # awsdoeks-50/69 (tuning part) end with these lines after the Gloo failure
+    for line in (
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+        "EngineCore failed to start.",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.tier is Tier.CONSEQUENCE, line
+    log = write(
+        tmp_path / "vllm.log",
+        "(EngineCore pid=3709) ValueError: No available memory for the cache blocks. Try "
+        "increasing `gpu_memory_utilization`.",
+        "(APIServer pid=3653) RuntimeError: Engine core initialization failed. See root cause "
+        "above. Failed core proc(s): {}",
+    )
+    assert "No available memory" in explain([log])[0].evidence.text
