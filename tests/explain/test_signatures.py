@@ -1441,3 +1441,34 @@ def test_vllms_engine_startup_failure_points_above_itself(tmp_path: Path) -> Non
         "above. Failed core proc(s): {}",
     )
     assert "No available memory" in explain([log])[0].evidence.text
+
+
+def test_a_launchers_called_process_error_is_its_report_of_a_failed_worker(tmp_path: Path) -> None:
+    # torch.distributed.launch (torch < 1.9) and accelerate's simple launcher re-raise a worker
+    # that exited non-zero as CalledProcessError over its argv (CPython's subprocess texts; no
+    # tuning case holds one with a rank's own error yet): a report, after the rank's own words
+    failed = (
+        "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', '-u', 'train.py', "
+        "'--local_rank=3']' returned non-zero exit status 1."
+    )
+    signature = Scanner().classify(failed)
+    assert signature is not None and signature.run_failed and signature.generic
+    log = write(tmp_path / "port.log", "RuntimeError: Address already in use", failed)
+    assert explain([log])[0].cause == "port-in-use"
+    # a report that the run failed outweighs a sign that its work finished
+    finished = write(
+        tmp_path / "end.log",
+        "{'train_runtime': 3512.2, 'train_samples_per_second': 9.1, 'epoch': 3.0}",
+        failed,
+    )
+    assert explain([finished]) != []
+    killed = failed.replace("returned non-zero exit status 1", "died with <Signals.SIGKILL: 9>")
+    signature = Scanner().classify(killed)
+    assert signature is not None and signature.cause == "rank-crashed" and not signature.generic
+    # deepspeed's ssh check (a string command) stays ssh's
+    ssh = (
+        "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no node2 "
+        "hostname' returned non-zero exit status 255."
+    )
+    signature = Scanner().classify(ssh)
+    assert signature is not None and signature.cause == "ssh-unreachable"

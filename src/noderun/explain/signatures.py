@@ -966,6 +966,10 @@ SIGNATURES: tuple[Signature, ...] = (
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
         # deepspeed's launcher (launcher/launch.py sigkill_handler), torch.multiprocessing.spawn
         r"\] exits with return code = -?\d+|process \d+ terminated with exit code -?\d+|"
+        # torch.distributed.launch (torch < 1.9) and accelerate's simple launcher re-raise a
+        # worker that exited non-zero as subprocess.CalledProcessError over the worker's argv
+        # list (CPython's text: "Command '[…]' returned non-zero exit status N.")
+        r"CalledProcessError: Command '\[[^\]]*\]' returned non-zero exit status [1-9]\d*|"
         # MPICH's Hydra block (above) for a process that exited non-zero, or, in older Hydra,
         # died of a signal (EXIT CODE: 9 for SIGKILL, 139/11 for SIGSEGV)
         r"^=\s+EXIT CODE: [1-9]\d*\s*$|"
@@ -989,7 +993,11 @@ SIGNATURES: tuple[Signature, ...] = (
         # "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "RANK N PID N RUNNING AT
         # host", then "KILLED BY SIGNAL: 9 (Killed)" (older Hydra: "EXIT CODE: 9", the signal's
         # number, below)
-        r"|^=\s+KILLED BY SIGNAL: (9|11|6|7|8|4)\b",
+        r"|^=\s+KILLED BY SIGNAL: (9|11|6|7|8|4)\b"
+        # the same launchers' CalledProcessError for a worker a signal killed (CPython: "Command
+        # '[…]' died with <Signals.SIGKILL: 9>.")
+        r"|CalledProcessError: Command '\[[^\]]*\]' died with "
+        r"<Signals\.SIG(KILL|SEGV|ABRT|BUS|FPE|ILL): ",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
