@@ -82,6 +82,9 @@ FROM_CORPUS = {
     "automodel-3686-makedirs-race-on-shared-fs": "storage-missing",  # EEXIST, cut by the paste
     "dle-1092-tacotron2-multinode-checkpoint-symlink-race": "storage-missing",  # EEXIST symlink
     "nemo-13996-nccl-could-not-find-net-id-0-multinode": "nccl-version-bug",  # graph/topo.h
+    # the ninth pass (diag11), from new tuning cases (SOURCES-corpus-j.md)
+    "openrlhf-936-ray-task-killed-node-low-memory": "out-of-memory",  # Ray's memory monitor
+    "sglang-3226-gloo-connectfullmesh-no-error": "network-unreachable",  # ProcessGroupGloo
 }
 
 
@@ -1289,3 +1292,183 @@ def test_nccls_topology_lookups_failing_are_its_internal_error() -> None:
     fallback = "graph/search.cc:1135 NCCL WARN Could not find a path for pattern 1, falling back"
     signature = Scanner().classify(fallback)
     assert signature is None or signature.cause != "nccl-version-bug"
+
+
+def test_rays_memory_monitor_killing_a_worker_is_memory() -> None:
+    # openrlhf-936 (tuning part) is the line above; Ray's other wordings of the same kill, from
+    # its source and docs: Ray >= 2.55 counts the workers, the node's figures follow on the next
+    # line, the GCS logs the worker's exit type
+    for line in (
+        "(raylet) 2 worker(s) were killed due to the node running low on memory.",
+        "Memory on the node (IP: 10.0.62.231, ID: e5d9) where the task (task ID: 4353, "
+        "name=allocate_memory, pid=11362, memory used=1.25GB) was running was 27.71GB / 28.80GB "
+        "(0.962273), which exceeds the memory usage threshold of 0.95.",
+        "[2023-05-27 13:36:07,742 W 114781 114781] (gcs_server) gcs_worker_manager.cc:55: "
+        "Reporting worker exit, worker id = 1c42, node id = ffff, address = , "
+        "exit_type = NODE_OUT_OF_MEMORY, exit_detail = see the raylet",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "out-of-memory", line
+    # a task that merely reports its own memory use is no kill
+    assert Scanner().classify("task used 1.2GB of memory on the node") is None
+
+
+def test_mpichs_bad_termination_block_is_a_failed_rank_not_a_healthy_run(
+    tmp_path: Path,
+) -> None:
+    # mplbm-92 (tuning part): MPICH's mpiexec (Hydra) ends the job with its "=" block; older
+    # Hydra says "EXIT CODE: 9" for a SIGKILLed process. The log holds nothing else: before
+    # this pass explain called it healthy
+    cause, evidence = _explained("mplbm-92-mpich-bad-termination-exit-code-9")
+    assert cause == "rank-crashed" and "EXIT CODE: 9" in evidence
+    # newer Hydra names the signal; a rank's own error before the block is the cause, the
+    # block only the launcher's report of it
+    block = (
+        "=" * 83,
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   RANK 1 PID 5491 RUNNING AT gn59",
+        "=   KILLED BY SIGNAL: 9 (Killed)",
+        "=" * 83,
+    )
+    root = explain([write(tmp_path / "signal.log", *block)])[0]
+    assert root.cause == "rank-crashed" and "KILLED BY SIGNAL: 9" in root.evidence.text
+    before = ("RuntimeError: CUDA error: out of memory",)
+    root = explain([write(tmp_path / "oom.log", *before, *block)])[0]
+    assert root.cause == "out-of-memory"
+    # the words alone, outside Hydra's block, are no report
+    quiet = write(tmp_path / "ok.log", "epoch 3 EXIT CODE: 9 would mean SIGKILL in MPICH")
+    assert explain([quiet]) == []
+
+
+def test_a_ray_worker_that_died_is_a_consequence_of_why_it_died(tmp_path: Path) -> None:
+    # Ray's own texts (python/ray/exceptions.py ActorDiedError, the core worker's system-error
+    # report; no tuning case holds them yet): the caller's view of a worker's death
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    signature = Scanner().classify(died)
+    assert signature is not None and signature.cause == "rank-crashed"
+    assert signature.tier is Tier.CONSEQUENCE
+    # the dead worker's own exception, earlier in the log, is the cause
+    log = write(
+        tmp_path / "ray.log",
+        "(WorkerDict pid=866, ip=10.233.115.77) FileNotFoundError: [Errno 2] No such file or "
+        "directory: '/data/ckpt/global_step_40/actor'",
+        "(main_task pid=5634) " + died,
+    )
+    assert explain([log])[0].cause == "storage-missing"
+    # with Ray's exit detail naming its memory monitor, the same report is memory
+    oom = (
+        "WARNING worker.py:1839 -- A worker died or was killed while executing a task by an "
+        "unexpected system error. Worker exit type: SYSTEM_ERROR Worker exit detail: Task was "
+        "killed due to the node running low on memory."
+    )
+    signature = Scanner().classify(oom)
+    assert signature is not None and signature.cause == "out-of-memory"
+
+
+def test_gloos_full_mesh_connect_failing_is_the_network(tmp_path: Path) -> None:
+    # sglang-3226 (tuning part) is the line above; pair.cc's other wordings: the connect that
+    # timed out (awsdoeks-69, tuning part, as the PR wraps it: read as one message) and older
+    # gloo's "connect [ADDR]:PORT: Connection refused"
+    cause, evidence = _explained("awsdoeks-69-gloo-loopback-then-ray-actor-handle")
+    assert cause == "network-unreachable"
+    assert "pair.cc:152] timed out connecting: SO_ERROR: Connection refused" in evidence
+    older = (
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+        "[10.36.193.84]:1927: Connection refused"
+    )
+    root = explain([write(tmp_path / "old.log", older)])[0]
+    assert root.cause == "network-unreachable"
+    assert "Gloo's ranks could not connect" in root.summary  # a routable peer: no loopback
+    # a peer that went away while the mesh connected is a consequence of why it went
+    reset = "[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with Connection reset by peer"
+    signature = Scanner().classify(reset)
+    assert signature is not None and signature.tier is Tier.CONSEQUENCE
+
+
+def test_a_gloo_peer_on_loopback_names_torchs_fallback_warning(tmp_path: Path) -> None:
+    # awsdoeks-50 (tuning part): under hostNetwork the hostname resolved to nothing usable,
+    # Gloo bound 127.0.0.1, rank 8 on the other node dialled its own loopback
+    cause, evidence = _explained("awsdoeks-50-gloo-hostname-loopback-fallback")
+    assert cause == "network-unreachable"
+    assert "Unable to resolve hostname to a (local) address. Using the loopback" in evidence
+    root = explain([str(CORPUS / "awsdoeks-50-gloo-hostname-loopback-fallback" / "log.txt")])[0]
+    assert "loopback" in root.summary and "127.0.0.1" in root.summary
+    # the warning alone (one node: loopback works there) is no failure
+    single = write(
+        tmp_path / "one-node.log",
+        "[rank0]:[W427 03:10:15.652192062 ProcessGroupGloo.cpp:715] Warning: Unable to resolve "
+        "hostname to a (local) address. Using the loopback address as fallback. Manually set "
+        "the network interface to bind to with GLOO_SOCKET_IFNAME. (function operator())",
+        "epoch 1 loss 0.25",
+    )
+    assert explain([single]) == []
+
+
+def test_a_wrapped_message_is_read_whole_but_not_a_tracebacks_code(tmp_path: Path) -> None:
+    # awsdoeks-69's Gloo line: the reason is on the indented lines the PR wrapped it onto
+    log = write(
+        tmp_path / "wrapped.log",
+        "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/"
+        "transport/tcp/pair.cc:152]",
+        "  timed out connecting: SO_ERROR: Connection refused, remote=[10.0.0.7]:29501",
+    )
+    root = explain([log])[0]
+    assert root.cause == "network-unreachable" and "remote=[10.0.0.7]" in root.evidence.text
+    # a traceback's indented source line under a wrapped hit is code, not the message
+    code = write(
+        tmp_path / "code.log",
+        "RuntimeError: NCCL communicator was aborted on rank 3 while waiting for the peers of rank",
+        "    store = TCPStore(result.hostname, result.port, world_size, start_daemon)",
+    )
+    assert "TCPStore" not in explain([code])[0].evidence.text
+
+
+def test_vllms_engine_startup_failure_points_above_itself(tmp_path: Path) -> None:
+    # vLLM v1 (engine/utils.py wait_for_engine_startup, core.py) says "See root cause above";
+    # awsdoeks-50/69 (tuning part) end with these lines after the Gloo failure
+    for line in (
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
+        "EngineCore failed to start.",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.tier is Tier.CONSEQUENCE, line
+    log = write(
+        tmp_path / "vllm.log",
+        "(EngineCore pid=3709) ValueError: No available memory for the cache blocks. Try "
+        "increasing `gpu_memory_utilization`.",
+        "(APIServer pid=3653) RuntimeError: Engine core initialization failed. See root cause "
+        "above. Failed core proc(s): {}",
+    )
+    assert "No available memory" in explain([log])[0].evidence.text
+
+
+def test_a_launchers_called_process_error_is_its_report_of_a_failed_worker(tmp_path: Path) -> None:
+    # torch.distributed.launch (torch < 1.9) and accelerate's simple launcher re-raise a worker
+    # that exited non-zero as CalledProcessError over its argv (CPython's subprocess texts; no
+    # tuning case holds one with a rank's own error yet): a report, after the rank's own words
+    failed = (
+        "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', '-u', 'train.py', "
+        "'--local_rank=3']' returned non-zero exit status 1."
+    )
+    signature = Scanner().classify(failed)
+    assert signature is not None and signature.run_failed and signature.generic
+    log = write(tmp_path / "port.log", "RuntimeError: Address already in use", failed)
+    assert explain([log])[0].cause == "port-in-use"
+    # a report that the run failed outweighs a sign that its work finished
+    finished = write(
+        tmp_path / "end.log",
+        "{'train_runtime': 3512.2, 'train_samples_per_second': 9.1, 'epoch': 3.0}",
+        failed,
+    )
+    assert explain([finished]) != []
+    killed = failed.replace("returned non-zero exit status 1", "died with <Signals.SIGKILL: 9>")
+    signature = Scanner().classify(killed)
+    assert signature is not None and signature.cause == "rank-crashed" and not signature.generic
+    # deepspeed's ssh check (a string command) stays ssh's
+    ssh = (
+        "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no node2 "
+        "hostname' returned non-zero exit status 255."
+    )
+    signature = Scanner().classify(ssh)
+    assert signature is not None and signature.cause == "ssh-unreachable"

@@ -48,6 +48,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _QUOTED_SOURCE = re.compile(r"^(\S+\|\s?)?(?:" + PREFIX + r"){0,3}\s+(raise\b|File \")")
 EVIDENCE_CHARS = 500  # an evidence line longer than this is cut around the words that matched
 _WRAP_MIN = 60  # a line this long that stops mid-sentence may have been wrapped by its poster
+# a source line a traceback quotes under its "File …" line: a call, an assignment, a statement
+_CODE_LINE = re.compile(
+    r"^(return|raise|yield|await|assert|del|import|from|if|elif|else|for|while|with|try|"
+    r"except|def|class|self\.)\b|^[A-Za-z_][\w.\[\]]*\s*\(|^[A-Za-z_][\w.,\s]*\s=\s"
+)
 _RECORD_START = re.compile(
     r"^(\s|\[|\(|<|\d{4}-|[IWEF]\d{4} |Traceback|File |During handling|The above|"
     r"[A-Za-z_][\w.]*(Error|Exception|Warning)\b|\S+:\d+:\d+ \[\d+\]|\S+: )"
@@ -130,16 +135,23 @@ def _wrapped(line: str) -> bool:
 
 def continuation(buf: bytes, stop: int, end: int, first: str) -> str:
     """The lines after a hit that continue it (a message wrapped by whoever pasted it: the
-    next line starts lowercase or with a digit, no record of its own), joined with spaces."""
+    next line starts lowercase or with a digit, no record of its own), joined with spaces.
+    Under a hit that starts its line, an indented line is such a wrap too (a poster's or a
+    launcher's hanging indent), unless it reads as code (a traceback's source line)."""
     parts: list[str] = []
     line = first
+    hanging = not first[:1].isspace()
     while _wrapped(line) and stop < end and len(parts) < 4:
         nxt = buf.find(b"\n", stop + 1, end)
         nxt = end if nxt < 0 else nxt
         following = buf[stop + 1 : nxt].decode("utf-8", "replace").rstrip("\r")
-        if not following.strip() or not following[:1].isalnum() or following[:1].isupper():
+        lead = following.lstrip()
+        if not lead or not lead[:1].isalnum() or lead[:1].isupper():
             break
-        if _RECORD_START.match(following):
+        if following[:1].isspace():
+            if not hanging or _CODE_LINE.match(lead) or _RECORD_START.match(lead):
+                break
+        elif _RECORD_START.match(following):
             break
         parts.append(following.strip())
         line, stop = following, nxt
@@ -370,8 +382,13 @@ class Scanner:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year
                 )
-                shown = evidence_text(text, signature.pattern)
                 more = message or continuation(buf, stop, end, text)
+                if more and not message and signature.generic:
+                    # a message its poster wrapped says why on its next lines: read it whole
+                    whole = self.classify(f"{text} {more}")
+                    if whole is not None and not whole.generic:
+                        signature = whole
+                shown = evidence_text(text, signature.pattern)
                 more = more or nccl_caller(buf, stop, end, text)
                 if more:
                     shown = f"{shown} {more}"[: 2 * EVIDENCE_CHARS]

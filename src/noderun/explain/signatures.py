@@ -172,6 +172,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "nothing to do if the job ran",
         Tier.WARNING,
     ),
+    # torch's ProcessGroupGloo (createDefaultDevice) when the hostname resolves to no usable
+    # address: it binds loopback, which works on one node and on no other (verdict: a Gloo
+    # connect to a loopback peer names this as its reason)
+    Signature(
+        "warning",
+        r"Unable to resolve hostname to a \(local\) address\. Using the loopback",
+        "Gloo bound to the loopback address: this node's hostname resolves to no usable address",
+        "set GLOO_SOCKET_IFNAME to the interface between the nodes (fine on a single node)",
+        Tier.WARNING,
+    ),
     # Python (Modules/atexitmodule.c) reports an atexit callback that raised and exits anyway
     Signature(
         "warning",
@@ -437,6 +447,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "teardown when its work had ended",
         _ABORT_FIX,
     ),
+    # Ray's memory monitor (src/ray/raylet: the worker-killing policy) kills the newest task's
+    # worker when the node's memory passes its threshold (RAY_memory_usage_threshold, 0.95),
+    # before the kernel's OOM killer would: "Task was killed due to the node running low on
+    # memory." (Ray >= 2.55: "N worker(s) were killed …"), then "Memory on the node (IP: …) …
+    # which exceeds the memory usage threshold of 0.95"; the GCS logs the worker's exit type
+    # NODE_OUT_OF_MEMORY. A ray.get of that task raises ray.exceptions.OutOfMemoryError
+    Signature(
+        "out-of-memory",
+        r"(Task was|\d+ worker\(s\) were) killed due to the node running low on memory|"
+        r"which exceeds the memory usage threshold of \d|"
+        r"[Ee]xit[ _]type[:=]? ?=? ?NODE_OUT_OF_MEMORY",
+        "Ray's memory monitor killed a worker: the node's host memory passed Ray's threshold",
+        "hold less in host memory per worker (fewer actors or tasks per node, smaller batches or "
+        "buffers, offloading less to CPU), or spread the work over more nodes; "
+        "RAY_memory_usage_threshold only moves the point where the kernel's OOM killer strikes",
+    ),
     Signature(
         "out-of-memory",
         r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|\bMemoryError\b|"
@@ -583,6 +609,24 @@ SIGNATURES: tuple[Signature, ...] = (
         "a write failed: the filesystem is full or the user's quota is used up",
         "free space or ask for more quota (df -h / quota -s on the path); write checkpoints, "
         "caches (TRITON_CACHE_DIR, HF_HOME, TMPDIR) and logs to a filesystem with room",
+    ),
+    # gloo's full-mesh connect (ProcessGroupGloo.cpp "Gloo connectFullMesh failed with " +
+    # gloo's what(); transport/tcp/pair.cc: "timed out connecting: SO_ERROR: …, remote=[…]",
+    # older gloo "connect [ADDR]:PORT: Connection refused"): the store already worked (every
+    # rank got its peers' addresses), so the ranks cannot reach the addresses their peers bound
+    # (GLOO_SOCKET_IFNAME, a hostname that resolves to loopback, a firewall). A peer that went
+    # away mid-connect ("reset/closed by peer") is a consequence, below
+    Signature(
+        "network-unreachable",
+        r"Gloo connectFullMesh failed.*(\bno error\b|timed out|[Cc]onnection refused|"
+        r"[Nn]o route to host|[Nn]etwork is unreachable)|"
+        r"\btimed out connecting: SO_ERROR: |"
+        r"pair\.cc:\d+\] connect \[[^\]]+\]:\d+: (Connection refused|No route to host|"
+        r"Connection timed out|Network is unreachable)",
+        "Gloo's ranks could not connect to each other at the addresses their peers bound",
+        "set GLOO_SOCKET_IFNAME (one interface name) to the interface that routes between the "
+        "nodes on every node, make each node's hostname resolve to that address (not 127.0.x.x "
+        "in /etc/hosts), and check the firewall",
     ),
     Signature(
         "connection-refused",
@@ -886,6 +930,24 @@ SIGNATURES: tuple[Signature, ...] = (
         _CRASH_FIX,
         Tier.CONSEQUENCE,
     ),
+    # Ray (python/ray/exceptions.py, the core worker) reports a task's or actor's worker
+    # process that died: the caller's view of a death whose reason is the dead worker's own
+    # (its log, or the "Worker exit detail:" Ray appends when it knows it: its memory
+    # monitor's kill is matched above, before this)
+    Signature(
+        "rank-crashed",
+        r"A worker died or was killed while executing (a|the) task by an unexpected system error|"
+        r"The actor died unexpectedly before finishing this task|"
+        r"The actor is dead because its worker process has died|"
+        r"\b(RayActorError|ActorDiedError|WorkerCrashedError|ActorHandleNotFoundError)\b|"
+        # vLLM's engine (v1/engine/core.py, utils.py wait_for_engine_startup) says so itself:
+        # "Engine core initialization failed. See root cause above."
+        r"Engine core initialization failed|EngineCore failed to start",
+        "a Ray worker process died: the task or actor that used it lost it",
+        "read the dead worker's own log (`ray logs worker-…`, the actor's lines above) for why it "
+        "died: an exception, the OOM killer, a signal",
+        Tier.CONSEQUENCE,
+    ),
     # srun's line for tasks ended by SIGTERM, or by SIGKILL when they outlive the step's grace
     # (KillWait): a requeue of a preempted job cancels the step this way (the job's output keeps
     # the line across the restart), as do scancel and time limits
@@ -904,6 +966,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"^\s*exitcode\s*:\s*-?\d+|[Ff]ailed \(exitcode: -?\d+\)|job failed: rank|"
         # deepspeed's launcher (launcher/launch.py sigkill_handler), torch.multiprocessing.spawn
         r"\] exits with return code = -?\d+|process \d+ terminated with exit code -?\d+|"
+        # torch.distributed.launch (torch < 1.9) and accelerate's simple launcher re-raise a
+        # worker that exited non-zero as subprocess.CalledProcessError over the worker's argv
+        # list (CPython's text: "Command '[…]' returned non-zero exit status N.")
+        r"CalledProcessError: Command '\[[^\]]*\]' returned non-zero exit status [1-9]\d*|"
+        # MPICH's Hydra block (above) for a process that exited non-zero, or, in older Hydra,
+        # died of a signal (EXIT CODE: 9 for SIGKILL, 139/11 for SIGSEGV)
+        r"^=\s+EXIT CODE: [1-9]\d*\s*$|"
         r"srun: error: .*task \d+: (Exited|Killed|Terminated|Segmentation|Aborted)",
         "the launcher reports that a rank failed",
         _CRASH_FIX,
@@ -919,7 +988,16 @@ SIGNATURES: tuple[Signature, ...] = (
         # Exception) of a process that died of a signal, and mpirun's (Open MPI, PRRTE help text
         # "proc-aborted-strsignal")
         r"process \d+ terminated with signal SIG(KILL|SEGV|ABRT|BUS|FPE|ILL)\b|"
-        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b",
+        r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal (9|11|6|7|8|4)\b"
+        # MPICH's mpiexec (Hydra) closes a job whose process died with a block of "=" lines:
+        # "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "RANK N PID N RUNNING AT
+        # host", then "KILLED BY SIGNAL: 9 (Killed)" (older Hydra: "EXIT CODE: 9", the signal's
+        # number, below)
+        r"|^=\s+KILLED BY SIGNAL: (9|11|6|7|8|4)\b"
+        # the same launchers' CalledProcessError for a worker a signal killed (CPython: "Command
+        # '[…]' died with <Signals.SIGKILL: 9>.")
+        r"|CalledProcessError: Command '\[[^\]]*\]' died with "
+        r"<Signals\.SIG(KILL|SEGV|ABRT|BUS|FPE|ILL): ",
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",

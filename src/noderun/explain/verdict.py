@@ -44,6 +44,10 @@ _STORE_TARGET = re.compile(
 # container's address there is private to its host; NCCL leaves docker* interfaces out of its
 # default NCCL_SOCKET_IFNAME for that reason)
 _DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+# the peer gloo connected to (transport/tcp/pair.cc "remote=[ADDR]:PORT", older "connect
+# [ADDR]:PORT"), and torch's warning that it bound loopback (ProcessGroupGloo.cpp)
+_GLOO_PEER = re.compile(r"(?:remote=|\bconnect )\[([^\]\s]+)\]")
+_GLOO_FALLBACK = re.compile(r"Unable to resolve hostname to a \(local\) address")
 _MISMATCH_FIX = "install the same NCCL (the same torch build) on every node (`noderun doctor`)"
 
 
@@ -132,6 +136,7 @@ def judge(
             problems = [hang, *(f for f in problems if f is not hang)]
     problems = _never_answered(ranked, problems)
     problems = _host_local_master(problems)
+    problems = _gloo_on_loopback(problems, warnings)
     if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
         problems.insert(0, mismatch)
     problems = [g for g in (_fewer_ranks(ranker, f) for f in problems) if g is not None]
@@ -208,6 +213,37 @@ def _host_local_master(problems: list[Finding]) -> list[Finding]:
         "launcher's node IP; run containers with --network=host); " + _IFACE_FIX,
     )
     return [root, *problems[1:]]
+
+
+def _gloo_on_loopback(problems: list[Finding], warnings: list[Finding]) -> list[Finding]:
+    """Gloo's ranks failed to connect to a peer that bound a loopback address (127.0.0.0/8,
+    ::1: its hostname resolves there, as Ubuntu's 127.0.1.1 does, or to nothing): from
+    another node that address is the caller's own host. torch's fallback warning, when
+    printed, is the reason and the better evidence."""
+    if not problems or problems[0].cause != "network-unreachable":
+        return problems
+    found = _GLOO_PEER.search(problems[0].evidence.text)
+    if found is None or not _loopback(found.group(1)):
+        return problems
+    fallback = next((w for w in warnings if _GLOO_FALLBACK.search(w.evidence.text)), None)
+    root = dataclasses.replace(
+        problems[0],
+        summary=f"Gloo's ranks dialled {found.group(1)}: a peer bound the loopback address "
+        "(its hostname resolves to no address the other nodes reach), so each node reached "
+        "only itself",
+        fix="set GLOO_SOCKET_IFNAME to the interface between the nodes on every node, or make "
+        "each node's hostname resolve to that interface's address (/etc/hosts maps it to "
+        "127.0.x.x)",
+        evidence=fallback.evidence if fallback is not None else problems[0].evidence,
+    )
+    return [root, *problems[1:]]
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return address == "localhost"
 
 
 def _config_file(ranker: Ranker, finding: Finding) -> Finding:
