@@ -59,5 +59,19 @@ def test_one_batch_job_runs_server_clients_and_a_two_node_site(tmp_path: Path) -
             ("0", "4"),
             ("1", "4"),
         ]
+    # what the job computes after the federated run (the global model's curve, each site
+    # trained alone, the plot) is the example's result: read it rather than pay for it unread
+    with (out / "site-1.csv").open() as f:
+        received = [float(r["accuracy"]) for r in csv.DictReader(f)]
+    with (out / "global_accuracy.csv").open() as f:
+        curve = [
+            (r["rounds_aggregated"], float(r["global_test_accuracy"])) for r in csv.DictReader(f)
+        ]
+    assert [r for r, _ in curve] == ["0", "1", "2"] and [a for _, a in curve[:2]] == received
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["federated"] == curve[-1][1], (summary, curve)
+    assert summary["federated"] > max(summary["site-1_alone"], summary["site-2_alone"]), summary
+    assert f"federated {summary['federated']:.3f} vs site-1 alone" in output
+    assert (out / "global_accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     left = processes_running(str(poc)) + processes_running(str(out))
     assert not left, [p.cmdline() for p in left]
