@@ -20,7 +20,8 @@ from noderun.runtime.entry import run_main
 def adopt_orphans() -> None:
     """Linux: this process adopts its descendants whose parent dies before them (FLARE's
     simulator processes, ended by noderun's watchdog on a failed site, leave their children),
-    so that ``reap`` waits for them and the test's CPU counts theirs."""
+    so that ``reap`` waits for them, the test's CPU counts theirs, and one still running when
+    the simulation returned is seen even if its command line names no workspace."""
     PR_SET_CHILD_SUBREAPER = 36
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
@@ -47,7 +48,11 @@ def main() -> None:
     adopt_orphans()
     try:
         simulate()
-    finally:
+    finally:  # what still runs now outlived the simulation: the test fails on these lines
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    print(f"OUTLIVED {' '.join(proc.cmdline())}", file=sys.stderr, flush=True)
         reap()
 
 
