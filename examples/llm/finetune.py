@@ -113,12 +113,13 @@ def export_adapter(ctx: Any, model: Any, directory: Path) -> None:
 
 def export_merged(location: tuple[Path, str | None], adapter: Path, out: Path) -> None:
     """Rank 0: the base model with the adapter merged in, as a plain model directory."""
-    from modeling import load_base, load_tokenizer
+    from modeling import load_pretrained
     from peft import PeftModel
 
-    merged = PeftModel.from_pretrained(load_base(*location), adapter).merge_and_unload()
+    tokenizer, base = load_pretrained(*location)
+    merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
     merged.save_pretrained(out)
-    load_tokenizer(*location).save_pretrained(out)
+    tokenizer.save_pretrained(out)
 
 
 def step_batches(
@@ -137,20 +138,20 @@ def step_batches(
 def train(config: settings.Config, location: tuple[Path, str | None]) -> None:
     import torch
     from instructions import Stream, pack, read_jsonl
-    from modeling import load_base, load_tokenizer, with_lora
+    from modeling import load_pretrained, with_lora
 
     import noderun
 
     t = config.training
     with noderun.init(run_dir=config.output_dir or None) as ctx:
         torch.manual_seed(t.seed)
-        tokenizer = load_tokenizer(*location)
+        tokenizer, base = load_pretrained(*location)  # a GGUF file is parsed once for both
         rows = read_jsonl(Path(config.data.dataset_path))
         length = config.data.max_seq_length
         train_rows = [r for r in rows if r.get("split", "train") == "train"]
         train_blocks = pack(tokenizer, train_rows, length, seed=t.seed)
         eval_blocks = pack(tokenizer, [r for r in rows if r.get("split") == "eval"], length, -1)
-        model = ctx.prepare(with_lora(load_base(*location), config.lora), shard=t.fsdp)
+        model = ctx.prepare(with_lora(base, config.lora), shard=t.fsdp)
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=t.learning_rate, weight_decay=t.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(t))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import torch
-from modeling import load_base, load_tokenizer
+from modeling import load_pretrained
 from peft import PeftModel
 from settings import PACKAGED_MODEL, ModelConfig, model_location
 
@@ -34,8 +34,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=80)
     args = parser.parse_args()
     location = model_location(ModelConfig(args.model, ""))
-    tokenizer = load_tokenizer(*location)
-    base = load_base(*location).eval()
+    tokenizer, base = load_pretrained(*location)
+    base.eval()
     print(
         f"Q: {args.question}\n\nbase model:\n{answer(base, tokenizer, args.question, args.tokens)}"
     )

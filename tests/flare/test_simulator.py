@@ -58,6 +58,8 @@ def _sim_job(
         for proc in left:  # a hung simulation must not outlive the test
             proc.kill()
     assert not left, "a site or simulator process outlived the simulation"
+    outlived = [line for line in result.stderr.splitlines() if line.startswith("OUTLIVED ")]
+    assert not outlived, outlived  # sim_job.py: its descendants still running at the end
     return result, workspace / "sim"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SCRIPTS, cli, noderun
+from tests.docs.test_snippets import run_snippet_of
 
 CLASSIFIER = str(ROOT / "examples" / "ddp_classifier.py")
 TRAFFIC = str(ROOT / "examples" / "traffic_regression.py")
@@ -27,21 +28,28 @@ def assert_steps_add_up(record: dict, steps: list[int]) -> None:
 
 @pytest.mark.slow
 def test_classifier_profiles_the_chosen_rank_and_window(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    result = noderun(
-        ["run", "--nnodes", "2", "--run-dir", str(run_dir), "--profile", "steps=3:5,ranks=1",
-         CLASSIFIER, "--epochs", "1"]
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
+    """docs/scaling.md's profiling commands as written (one run for the page and this test):
+    ``noderun run --nnodes 2 --nproc-per-node 2 --run-dir runs/profiled --profile
+    steps=5:10,ranks=0,1 examples/ddp_classifier.py --epochs 1``, then ``noderun verify``."""
+    result = run_snippet_of(  # exit 0 of both asserted
+        "docs/scaling.md",
+        "tests/verbs/test_profile_run.py::test_classifier_profiles_the_chosen_rank_and_window",
+        tmp_path,
+    )
+    run_dir = tmp_path / "runs" / "profiled"
     profile = run_dir / "profile"
-    assert not (profile / "rank0.json").exists()  # rank 0 was not asked for
-    record = rank_record(run_dir, 1)
-    assert_steps_add_up(record, [3, 4, 5])
-    assert all(s["phases"]["comm"] > 0 for s in record["steps"])  # DDP's all_reduce wait
-    assert (profile / record["trace"]).stat().st_size > 1000
-    assert (profile / "rank1.ops.txt").read_text().strip()
+    for rank in (2, 3):  # ranks 2 and 3 were not asked for
+        assert not (profile / f"rank{rank}.json").exists()
+    for rank in (0, 1):
+        record = rank_record(run_dir, rank)
+        assert_steps_add_up(record, [5, 6, 7, 8, 9, 10])
+        assert all(s["phases"]["comm"] > 0 for s in record["steps"])  # DDP's all_reduce wait
+        assert (profile / record["trace"]).stat().st_size > 1000
+        assert (profile / f"rank{rank}.ops.txt").read_text().strip()
     table = (profile / "breakdown.md").read_text()
-    assert table.splitlines()[-3].startswith("| 1 | ")
+    rows = [line for line in table.splitlines() if line[:3] in ("| 0", "| 1", "| 2", "| 3")]
+    assert [row[:6] for row in rows] == ["| 0 | ", "| 1 | "], table
+    assert "Where the step time goes" in result.stdout and "| 1 | " in result.stdout
     verify = cli(["verify", str(run_dir)])
     assert verify.returncode == 0, verify.stdout
     assert "Where the step time goes" in verify.stdout and "| 1 | " in verify.stdout

@@ -200,7 +200,8 @@ class _SiteWatchdog(threading.Thread):
     FLARE's simulator hears of a site's failure during a round, but not of one whose trainer
     never completed its handshake: the server then waits for that site's result for ever.
     Polls the sites' run.json; after a failure and ``grace`` seconds, terminates the
-    simulator processes (this process's children in ``root``)."""
+    simulator processes (this process's children in ``root``) and everything they started (the
+    sites' launchers and ranks, which would otherwise outlive the simulation by seconds)."""
 
     def __init__(self, root: Path, poll: float = 1.0, grace: float = SIMULATION_GRACE):
         super().__init__(daemon=True, name="noderun-flare-watchdog")
@@ -220,11 +221,10 @@ class _SiteWatchdog(threading.Thread):
         import psutil
 
         marker = str(self.root.parent)
-        procs = [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if any(marker in part for part in _cmdline(p))
-        ]
+        children = psutil.Process().children(recursive=True)
+        simulator = {p.pid for p in children if any(marker in part for part in _cmdline(p))}
+        # and what they started: a site's launcher, its agent and ranks name no workspace
+        procs = [p for p in children if p.pid in simulator or _parents(p) & simulator]
         for proc in procs:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
@@ -236,6 +236,13 @@ class _SiteWatchdog(threading.Thread):
     def stop(self) -> None:
         self._done.set()
         self.join()
+
+
+def _parents(proc: Any) -> set[int]:
+    try:
+        return {parent.pid for parent in proc.parents()}
+    except Exception:  # gone meanwhile
+        return set()
 
 
 def _cmdline(proc: Any) -> list[str]:
