@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +103,21 @@ def test_a_rank_that_fails_before_init_is_recorded_from_the_launchers_environmen
     monkeypatch.delenv("RANK")  # no rank known: nothing is written, nothing raised
     failures.record(ValueError("again"), 2, run_dir=tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_refusal_before_init_is_recorded_without_importing_torch(tmp_path) -> None:
+    """A script's refusal of its input (run_main, before noderun.init) leaves the rank's error
+    record from the launcher's variables, and pays nothing for torch (an LLM config mistake
+    is told in 0.1 CPU-s, not 1.3)."""
+    (tmp_path / "logs").mkdir()
+    code = (
+        "import sys\nfrom noderun import UsageError, run_main\n"
+        "def main():\n    raise UsageError('training.max_steps is not a number', 'give one')\n"
+        "code = run_main(main)\nprint(code, 'torch' in sys.modules)"
+    )
+    env = {**os.environ, "RANK": "3", "GROUP_RANK": "1", "NODERUN__RUN_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["2", "False"], done.stderr
+    assert done.stderr.startswith("UsageError: training.max_steps is not a number")
+    (record,) = failures.read_all(tmp_path / "logs")
+    assert record.rank == 3 and record.exit_code == 2, record

@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from noderun import failures
 from noderun.errors import NoderunError
 
 
@@ -19,9 +20,14 @@ def run_main(main: Callable[[], object]) -> int:
     try:
         main()
     except NoderunError as err:
-        from noderun.runtime.context import record_error
-
-        record_error(err, err.exit_code)  # the launcher names this rank and passes the code on
+        # the launcher names this rank and passes the code on; before init() (a refusal of the
+        # script's input) the record comes from the launcher's environment, and torch, which
+        # the context imports, is not imported just to say so
+        context = sys.modules.get("noderun.runtime.context")
+        if context is None:
+            failures.record(err, err.exit_code)
+        else:
+            context.record_error(err, err.exit_code)
         rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
         if rank == "0" or not getattr(err, "agreed", False):
             sys.stderr.write(f"{type(err).__name__}: {err}\n")
