@@ -1472,3 +1472,46 @@ def test_a_launchers_called_process_error_is_its_report_of_a_failed_worker(tmp_p
     )
     signature = Scanner().classify(ssh)
     assert signature is not None and signature.cause == "ssh-unreachable"
+
+
+RECORD_HEADERS = (
+    "[rank0]:E0923 14:51:44.734884 140631144875840 torch/distributed/run.py:833] ",  # glog/c10
+    "ERROR:__main__:",  # Python logging's BASIC_FORMAT
+    "(Worker_TP12 pid=114) ERROR 08-10 23:02:36 [multiproc_executor.py:898] ",  # vLLM, Ray
+    "[2025-01-14 16:14:58,504] [ERROR] [axolotl.train.train:47] [PID:1672] [RANK:0] ",
+    "[pod/trainer-worker-1/pytorch] ",  # kubectl logs --prefix
+    "[trainer0|0]:",  # torchx (torchtune-2620's healthy log has the same tag)
+    "olmo2_cpt/0 [default0]:",  # NeMo-Run
+    "1: [rank: 1] ",  # srun --label, then Lightning's rank tag
+    "Nov 26 16:46:33 gpu01 python[1234]: ",  # syslog/journald
+    "Preparing test set...:  46%|####6     | 31/67 [29:02<35:12, 58.67s/it]",  # myria3d-123
+)
+
+
+@pytest.mark.parametrize("header", RECORD_HEADERS)
+def test_a_ranks_exception_behind_a_loggers_record_header_is_read(
+    tmp_path: Path, header: str
+) -> None:
+    # a Python exception's last line is found where it starts its record; the loggers and
+    # collectors that print a rank's lines put their own header first (each as its source
+    # formats it; the tqdm bar: the next record printed after it without a newline)
+    key = "FileNotFoundError: [Errno 2] No such file or directory: '._signal_file_node0_KfmwNg'"
+    log = write(tmp_path / "file.log", "starting", header + key)  # llmfoundry-1736's key line
+    root = explain([log])[0]
+    assert root.cause == "storage-missing" and key in root.evidence.text
+    generic = "ValueError: Expected input batch_size (4) to match target batch_size (8)."
+    log = write(tmp_path / "value.log", "starting", header + generic)
+    root = explain([log])[0]
+    assert root.cause == "rank-crashed" and generic in root.evidence.text
+
+
+def test_an_info_record_header_or_a_progress_bar_is_no_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "healthy.log",
+        "INFO 08-10 23:02:36 [model_runner.py:1008] Loading model weights took 14.99 GB",
+        "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+        "finished. Waiting 300 seconds for other agents to finish.",
+        "I0923 14:51:44.734884 140631144875840 torch/distributed/run.py:793] Using nproc 8",
+        "Epoch 3:  99%|#########9| 99/100 [01:02<00:00,  1.60it/s, loss=0.213, v_num=0]",
+    )
+    assert explain([log]) == []
