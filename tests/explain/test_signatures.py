@@ -1515,3 +1515,22 @@ def test_an_info_record_header_or_a_progress_bar_is_no_failure(tmp_path: Path) -
         "Epoch 3:  99%|#########9| 99/100 [01:02<00:00,  1.60it/s, loss=0.213, v_num=0]",
     )
     assert explain([log]) == []
+
+
+def test_a_loggers_record_of_an_uncaught_exception_is_the_ranks_own_error(tmp_path: Path) -> None:
+    # olmo-552 (tuning): OLMo's excepthook logs "Uncaught <type>: <message>" at CRITICAL after
+    # healthy step records; the exception is not at the start of its record
+    key = "Uncaught OLMoThreadError: generator thread data thread 3 failed"
+    log = write(
+        tmp_path / "olmo.log",
+        "[2024-04-18 19:06:17] INFO     [olmo.train:816, rank=0] [step=75/739328]",
+        "    train/CrossEntropyLoss=7.417",
+        f"[2024-04-18 19:10:41] CRITICAL [olmo.util:158, rank=0] {key}",
+    )
+    root = explain([log])[0]
+    assert root.cause == "rank-crashed" and key in root.evidence.text
+    for line in ("Unhandled exception: ValueError: bad shape", "Unhandled ValueError: bad"):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "rank-crashed", line
+    # a sentence about handling is no exception
+    assert Scanner().classify("INFO: uncaught exceptions are logged to run.log") is None

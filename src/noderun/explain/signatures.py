@@ -1145,11 +1145,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "look for why: the OOM killer (dmesg, `sacct -j ID -o State`), a time limit, or scancel",
         Tier.CONSEQUENCE,
     ),
-    # the last line of a traceback: the exception the first failing rank raised
+    # the last line of a traceback: the exception the first failing rank raised; or a logger's
+    # record of one nobody caught (a framework's excepthook: OLMo's "Uncaught OLMoThreadError:
+    # …", "Unhandled exception: ValueError …", "An error occurred: KeyError")
     Signature(
         "rank-crashed",
         r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)|"
-        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b",
+        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b|"
+        r"\b(?:Uncaught|Unhandled)(?: exception)?:?\s+[A-Za-z_][\w.]*(?:Error|Exception):",
         "a rank raised an exception",
         "fix the exception in the first failing rank's traceback",
         generic=True,
