@@ -1534,3 +1534,25 @@ def test_a_loggers_record_of_an_uncaught_exception_is_the_ranks_own_error(tmp_pa
         assert signature is not None and signature.cause == "rank-crashed", line
     # a sentence about handling is no exception
     assert Scanner().classify("INFO: uncaught exceptions are logged to run.log") is None
+
+
+def test_slurms_refusal_of_a_request_is_its_own_cause(tmp_path: Path) -> None:
+    # radicalsaga-835 and radicalpilot-2109 (tuning): sbatch's and srun's refusals (Slurm's
+    # sbatch.c "Batch job submission failed: …", launch.c "Unable to create step for job N: …",
+    # allocate.c "Unable to allocate resources: …"): nothing ran; the reason is after the colon
+    for line in (
+        "sbatch: error: Batch job submission failed: Requested GRES option unsupported by "
+        "configured SelectType plugin",
+        "srun: error: Unable to create step for job XXXX: Invalid generic resource (gres) "
+        "specification",
+        "srun: error: Unable to allocate resources: Requested node configuration is not available",
+        "salloc: error: Unable to allocate resources: Invalid account or account/partition "
+        "combination specified",
+    ):
+        log = write(tmp_path / "refused.log", "--> Checking available allocation...OK", line)
+        root = explain([log])[0]
+        assert root.cause == "resource-request" and line in root.evidence.text, line
+    # a step asked for after the job ended is that end speaking, not a refusal
+    late = "srun: error: Unable to create step for job 42: Job/step already completing or completed"
+    signature = Scanner().classify(late)
+    assert signature is None or signature.cause != "resource-request"

@@ -66,6 +66,7 @@ CAUSES: dict[str, str] = {
     "nccl-version-bug": "NCCL hit an internal error: a bug of that NCCL version or setup",
     "gpu-unavailable": "the process sees no usable GPU (none allocated or visible, or all busy)",
     "memlock-limit": "the locked-memory limit (ulimit -l) is too low for RDMA to register memory",
+    "resource-request": "SLURM refused the request (partition, GPUs/GRES, nodes, time limit)",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -1001,6 +1002,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
+        run_failed=True,
+    ),
+    # the scheduler refused the request before anything ran: srun/salloc ("Unable to allocate
+    # resources: <slurm_strerror>", src/srun/libsrun/allocate.c), srun's step ("Unable to create
+    # step for job N: …", launch.c; older "Unable to create job step: …") and sbatch ("Batch job
+    # submission failed: …", src/sbatch/sbatch.c); the reason after the colon says what to change
+    Signature(
+        "resource-request",
+        r"\b(?:srun|salloc|sbatch): error: (?:Unable to allocate resources|"
+        r"Unable to create (?:step for job \S+|job step)|Batch job submission failed): "
+        # (not a step srun asks for after the job ended: "Job/step already completing or
+        # completed" is what ended it speaking, a time limit or a cancel)
+        r"(?:[^J]|J[^o])|"
+        r"\b(?:srun|salloc|sbatch): error: (?:Invalid generic resource \(gres\) specification|"
+        r"invalid partition specified|Invalid account or account/partition combination)",
+        "SLURM refused the job's resource request (nothing ran)",
+        "read the reason after the colon and fix the request: a partition/QOS that has the GPUs "
+        "(`sinfo -o '%P %G %l'`), a GRES/--gpus spelling this cluster supports, a time within "
+        "the partition's limit, an account allowed on it",
         run_failed=True,
     ),
     # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
