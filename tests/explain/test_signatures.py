@@ -1485,6 +1485,8 @@ RECORD_HEADERS = (
     "1: [rank: 1] ",  # srun --label, then Lightning's rank tag
     "Nov 26 16:46:33 gpu01 python[1234]: ",  # syslog/journald
     "Preparing test set...:  46%|####6     | 31/67 [29:02<35:12, 58.67s/it]",  # myria3d-123
+    "\x1b[36m(pid=4321)\x1b[0m ",  # Ray's coloured tag of an unnamed task
+    "[rank0]:[E1106 12:00:00.123456789 ProcessGroupNCCL.cpp:1484] ",  # c10's bracketed form
 )
 
 
