@@ -1558,3 +1558,31 @@ def test_slurms_refusal_of_a_request_is_its_own_cause(tmp_path: Path) -> None:
     late = "srun: error: Unable to create step for job 42: Job/step already completing or completed"
     signature = Scanner().classify(late)
     assert signature is None or signature.cause != "resource-request"
+
+
+def test_a_rank_dead_of_sigbus_points_at_shared_memory(tmp_path: Path) -> None:
+    # Linux raises SIGBUS on a write into a shared-memory mapping tmpfs cannot back: with
+    # /dev/shm full (Docker's 64 MB) a data loader's workers or NCCL die so; the launchers'
+    # reports of it (torchelastic, composer, deepspeed, MPICH, bash), from their own texts (no
+    # tuning case holds a bare one: the corpus's shm cases print the DataLoader's message)
+    for line in (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 1 "
+        "(pid: 5621) of binary: /usr/bin/python3.10",
+        "  traceback : Signal 7 (SIGBUS) received by PID 753",
+        "ERROR:composer.cli.launcher:Rank 2 crashed with exit code -7.",
+        "[2023-07-31 19:20:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'train.py'] exits with return code = -7",
+        "APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)",
+        "/var/spool/slurmd/job1/slurm_script: line 28:  8156 Bus error               python3 x.py",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "shm-exhausted", line
+        assert signature.run_failed, line  # a report: a rank's own words come first
+    # SIGKILL stays a crash; a rank's own error before the report stays the cause
+    assert Scanner().classify("  exitcode  : -9 (pid: 753)").cause == "rank-crashed"  # type: ignore[union-attr]
+    log = write(
+        tmp_path / "own.log",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 0",
+    )
+    assert explain([log])[0].cause != "shm-exhausted"

@@ -961,6 +961,25 @@ SIGNATURES: tuple[Signature, ...] = (
         refuted_by="requeued",
         run_failed=True,
     ),
+    # a rank that died of SIGBUS as its launcher reports it (torchelastic's "exitcode: -7" and
+    # "Signal 7 (SIGBUS) received", deepspeed's "return code = -7", composer's "crashed with
+    # exit code -7", spawn's, mpirun's, MPICH's, bash's): on Linux a write into a shared-memory
+    # mapping tmpfs cannot back raises SIGBUS, and /dev/shm full (Docker's 64 MB default) is
+    # what a data loader's workers or NCCL then hit; a report, after a rank's own words
+    Signature(
+        "shm-exhausted",
+        r"^\s*exitcode\s*:\s*-7\b|[Ff]ailed \(exitcode: -7\)|[Ss]ignal 7 \(SIGBUS\) received|"
+        r"\] exits with return code = -7\b|crashed with exit code -7\b|"
+        r"process \d+ terminated with (?:signal SIGBUS|exit code -7)\b|"
+        r"exited on signal 7 \(Bus error\)|^=\s+KILLED BY SIGNAL: 7\b|Bus error \(signal 7\)|"
+        r"died with <Signals\.SIGBUS: 7>|srun: error: .*task \d+: Bus error|"
+        r"^(?:\S+: line \d+: +\d+ )?Bus error(?: +\(core dumped\))?(?: +\S.*)?$",
+        "a rank died of SIGBUS: most often /dev/shm is full (a data loader's workers or NCCL "
+        "writing a shared-memory segment)",
+        "give the job more shared memory (docker --shm-size or --ipc=host, a larger /dev/shm); "
+        "if /dev/shm had room, run that rank alone (a native extension, a truncated mmapped file)",
+        run_failed=True,
+    ),
     # the launcher naming the rank that failed first (torchelastic's root cause, noderun, srun)
     Signature(
         "rank-crashed",
