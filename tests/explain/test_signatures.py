@@ -1586,3 +1586,36 @@ def test_a_rank_dead_of_sigbus_points_at_shared_memory(tmp_path: Path) -> None:
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 0",
     )
     assert explain([log])[0].cause != "shm-exhausted"
+
+
+def test_a_rank_that_cannot_download_a_file_it_has_no_copy_of(tmp_path: Path) -> None:
+    # hpcfund-12 (tuning): transformers' cached_file on a node cut off from the Hub; the same
+    # family in huggingface_hub's, requests' and urllib's words (their own texts)
+    key = (
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't "
+        "find it in the cached files and it looks like facebook/esm2_t33_650M_UR50D is not the "
+        "path to a directory containing a file named config.json."
+    )
+    log = write(tmp_path / "hub.log", "Loading model...", key)
+    root = explain([log])[0]
+    assert root.cause == "download-failed" and "couldn't connect" in root.evidence.text
+    for line in (
+        "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to "
+        "locate the file on the Hub and we cannot find the requested files in the local cache.",
+        "[rank0]: requests.exceptions.ConnectionError: (MaxRetryError('HTTPSConnectionPool("
+        "host=\\'huggingface.co\\', port=443): Max retries exceeded with url: /api/models/x",
+        "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "download-failed", line
+    # the hub's warning before it retries or uses its cache is no failure
+    healthy = write(
+        tmp_path / "cached.log",
+        "'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+        "exceeded with url: /bert-base-uncased/resolve/main/config.json (Caused by "
+        "ConnectTimeoutError())\"), '(Request ID: 1)')' thrown while requesting HEAD "
+        "https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+        "Retrying in 1s [Retry 1/5].",
+        "epoch 1 loss 0.25",
+    )
+    assert explain([healthy]) == []

@@ -67,6 +67,7 @@ CAUSES: dict[str, str] = {
     "gpu-unavailable": "the process sees no usable GPU (none allocated or visible, or all busy)",
     "memlock-limit": "the locked-memory limit (ulimit -l) is too low for RDMA to register memory",
     "resource-request": "SLURM refused the request (partition, GPUs/GRES, nodes, time limit)",
+    "download-failed": "a rank could not download a model/data file it has no cached copy of",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -628,6 +629,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "set GLOO_SOCKET_IFNAME (one interface name) to the interface that routes between the "
         "nodes on every node, make each node's hostname resolve to that address (not 127.0.x.x "
         "in /etc/hosts), and check the firewall",
+    ),
+    # a rank could not fetch a file from the Hub (or any URL) and had no cached copy: compute
+    # nodes without internet, a proxy, an outage; transformers (utils/hub.py cached_file: "We
+    # couldn't connect to '…' to load this file, couldn't find it in the cached files"; older
+    # "…to load this model", "Connection error, and we cannot find the requested files in the
+    # cached path"), huggingface_hub's LocalEntryNotFoundError and OfflineModeIsEnabled, datasets'
+    # "Couldn't reach … on the Hub", requests/urllib3 retries exhausted on a host name
+    Signature(
+        "download-failed",
+        r"We couldn't connect to '[^']*' to load this (?:file|model)|"
+        r"Connection error, and we cannot find the requested files in the cached path|"
+        r"LocalEntryNotFoundError:|OfflineModeIsEnabled:|Couldn't reach '?\S+'? on the Hub|"
+        # the exception, not huggingface_hub's warning "'(MaxRetryError(…))' thrown while
+        # requesting HEAD …" before it retries or falls back to its cache
+        r"(?:ConnectionError|ConnectTimeout|ReadTimeout): \(?(?:MaxRetryError\(['\"])?"
+        r"HTTPSConnectionPool\(host=\\?'[^'\\]+\\?', port=\d+\): Max retries exceeded with url|"
+        r"<urlopen error \[Errno -?\d+\] (?:Temporary failure in name resolution|"
+        r"Name or service not known|Network is unreachable|Connection timed out)>",
+        "a rank could not download a file (model, tokenizer, dataset) and had no cached copy",
+        "download it where there is internet (the login node) into a cache every node reads "
+        "(HF_HOME on shared storage) and run with HF_HUB_OFFLINE=1, or set the proxy "
+        "(HTTPS_PROXY) for compute nodes",
     ),
     Signature(
         "connection-refused",
