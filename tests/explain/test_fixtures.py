@@ -198,6 +198,8 @@ def test_every_cause_id_of_the_issue_is_known():
         "disk-full",  # the third pass: ENOSPC/EDQUOT on checkpoints and caches
         "gpu-unavailable",  # the sixth pass: no CUDA device, or all busy (CUDA errors 100, 46)
         "memlock-limit",  # the sixth pass: RDMA registration under a low ulimit -l
+        "resource-request",  # the tenth pass: Slurm refused the request (sbatch/srun/salloc)
+        "download-failed",  # the tenth pass: no internet on a node and no cached copy
     }
     from_verbs = {"cancelled"}  # issue 28: `noderun cancel` (tests/verbs/test_manage_local.py)
     assert set(CAUSES) == issue_ids | from_corpus | from_verbs

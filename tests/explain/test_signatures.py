@@ -1472,3 +1472,150 @@ def test_a_launchers_called_process_error_is_its_report_of_a_failed_worker(tmp_p
     )
     signature = Scanner().classify(ssh)
     assert signature is not None and signature.cause == "ssh-unreachable"
+
+
+RECORD_HEADERS = (
+    "[rank0]:E0923 14:51:44.734884 140631144875840 torch/distributed/run.py:833] ",  # glog/c10
+    "ERROR:__main__:",  # Python logging's BASIC_FORMAT
+    "(Worker_TP12 pid=114) ERROR 08-10 23:02:36 [multiproc_executor.py:898] ",  # vLLM, Ray
+    "[2025-01-14 16:14:58,504] [ERROR] [axolotl.train.train:47] [PID:1672] [RANK:0] ",
+    "[pod/trainer-worker-1/pytorch] ",  # kubectl logs --prefix
+    "[trainer0|0]:",  # torchx (torchtune-2620's healthy log has the same tag)
+    "olmo2_cpt/0 [default0]:",  # NeMo-Run
+    "1: [rank: 1] ",  # srun --label, then Lightning's rank tag
+    "Nov 26 16:46:33 gpu01 python[1234]: ",  # syslog/journald
+    "Preparing test set...:  46%|####6     | 31/67 [29:02<35:12, 58.67s/it]",  # myria3d-123
+    "\x1b[36m(pid=4321)\x1b[0m ",  # Ray's coloured tag of an unnamed task
+    "[rank0]:[E1106 12:00:00.123456789 ProcessGroupNCCL.cpp:1484] ",  # c10's bracketed form
+)
+
+
+@pytest.mark.parametrize("header", RECORD_HEADERS)
+def test_a_ranks_exception_behind_a_loggers_record_header_is_read(
+    tmp_path: Path, header: str
+) -> None:
+    # a Python exception's last line is found where it starts its record; the loggers and
+    # collectors that print a rank's lines put their own header first (each as its source
+    # formats it; the tqdm bar: the next record printed after it without a newline)
+    key = "FileNotFoundError: [Errno 2] No such file or directory: '._signal_file_node0_KfmwNg'"
+    log = write(tmp_path / "file.log", "starting", header + key)  # llmfoundry-1736's key line
+    root = explain([log])[0]
+    assert root.cause == "storage-missing" and key in root.evidence.text
+    generic = "ValueError: Expected input batch_size (4) to match target batch_size (8)."
+    log = write(tmp_path / "value.log", "starting", header + generic)
+    root = explain([log])[0]
+    assert root.cause == "rank-crashed" and generic in root.evidence.text
+
+
+def test_an_info_record_header_or_a_progress_bar_is_no_failure(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "healthy.log",
+        "INFO 08-10 23:02:36 [model_runner.py:1008] Loading model weights took 14.99 GB",
+        "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+        "finished. Waiting 300 seconds for other agents to finish.",
+        "I0923 14:51:44.734884 140631144875840 torch/distributed/run.py:793] Using nproc 8",
+        "Epoch 3:  99%|#########9| 99/100 [01:02<00:00,  1.60it/s, loss=0.213, v_num=0]",
+    )
+    assert explain([log]) == []
+
+
+def test_a_loggers_record_of_an_uncaught_exception_is_the_ranks_own_error(tmp_path: Path) -> None:
+    # olmo-552 (tuning): OLMo's excepthook logs "Uncaught <type>: <message>" at CRITICAL after
+    # healthy step records; the exception is not at the start of its record
+    key = "Uncaught OLMoThreadError: generator thread data thread 3 failed"
+    log = write(
+        tmp_path / "olmo.log",
+        "[2024-04-18 19:06:17] INFO     [olmo.train:816, rank=0] [step=75/739328]",
+        "    train/CrossEntropyLoss=7.417",
+        f"[2024-04-18 19:10:41] CRITICAL [olmo.util:158, rank=0] {key}",
+    )
+    root = explain([log])[0]
+    assert root.cause == "rank-crashed" and key in root.evidence.text
+    for line in ("Unhandled exception: ValueError: bad shape", "Unhandled ValueError: bad"):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "rank-crashed", line
+    # a sentence about handling is no exception
+    assert Scanner().classify("INFO: uncaught exceptions are logged to run.log") is None
+
+
+def test_slurms_refusal_of_a_request_is_its_own_cause(tmp_path: Path) -> None:
+    # radicalsaga-835 and radicalpilot-2109 (tuning): sbatch's and srun's refusals (Slurm's
+    # sbatch.c "Batch job submission failed: …", launch.c "Unable to create step for job N: …",
+    # allocate.c "Unable to allocate resources: …"): nothing ran; the reason is after the colon
+    for line in (
+        "sbatch: error: Batch job submission failed: Requested GRES option unsupported by "
+        "configured SelectType plugin",
+        "srun: error: Unable to create step for job XXXX: Invalid generic resource (gres) "
+        "specification",
+        "srun: error: Unable to allocate resources: Requested node configuration is not available",
+        "salloc: error: Unable to allocate resources: Invalid account or account/partition "
+        "combination specified",
+    ):
+        log = write(tmp_path / "refused.log", "--> Checking available allocation...OK", line)
+        root = explain([log])[0]
+        assert root.cause == "resource-request" and line in root.evidence.text, line
+    # a step asked for after the job ended is that end speaking, not a refusal
+    late = "srun: error: Unable to create step for job 42: Job/step already completing or completed"
+    signature = Scanner().classify(late)
+    assert signature is None or signature.cause != "resource-request"
+
+
+def test_a_rank_dead_of_sigbus_points_at_shared_memory(tmp_path: Path) -> None:
+    # Linux raises SIGBUS on a write into a shared-memory mapping tmpfs cannot back: with
+    # /dev/shm full (Docker's 64 MB) a data loader's workers or NCCL die so; the launchers'
+    # reports of it (torchelastic, composer, deepspeed, MPICH, bash), from their own texts (no
+    # tuning case holds a bare one: the corpus's shm cases print the DataLoader's message)
+    for line in (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 1 "
+        "(pid: 5621) of binary: /usr/bin/python3.10",
+        "  traceback : Signal 7 (SIGBUS) received by PID 753",
+        "ERROR:composer.cli.launcher:Rank 2 crashed with exit code -7.",
+        "[2023-07-31 19:20:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', "
+        "'-u', 'train.py'] exits with return code = -7",
+        "APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)",
+        "/var/spool/slurmd/job1/slurm_script: line 28:  8156 Bus error               python3 x.py",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "shm-exhausted", line
+        assert signature.run_failed, line  # a report: a rank's own words come first
+    # SIGKILL stays a crash; a rank's own error before the report stays the cause
+    assert Scanner().classify("  exitcode  : -9 (pid: 753)").cause == "rank-crashed"  # type: ignore[union-attr]
+    log = write(
+        tmp_path / "own.log",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) local_rank: 0",
+    )
+    assert explain([log])[0].cause != "shm-exhausted"
+
+
+def test_a_rank_that_cannot_download_a_file_it_has_no_copy_of(tmp_path: Path) -> None:
+    # hpcfund-12 (tuning): transformers' cached_file on a node cut off from the Hub; the same
+    # family in huggingface_hub's, requests' and urllib's words (their own texts)
+    key = (
+        "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't "
+        "find it in the cached files and it looks like facebook/esm2_t33_650M_UR50D is not the "
+        "path to a directory containing a file named config.json."
+    )
+    log = write(tmp_path / "hub.log", "Loading model...", key)
+    root = explain([log])[0]
+    assert root.cause == "download-failed" and "couldn't connect" in root.evidence.text
+    for line in (
+        "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to "
+        "locate the file on the Hub and we cannot find the requested files in the local cache.",
+        "[rank0]: requests.exceptions.ConnectionError: (MaxRetryError('HTTPSConnectionPool("
+        "host=\\'huggingface.co\\', port=443): Max retries exceeded with url: /api/models/x",
+        "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+    ):
+        signature = Scanner().classify(line)
+        assert signature is not None and signature.cause == "download-failed", line
+    # the hub's warning before it retries or uses its cache is no failure
+    healthy = write(
+        tmp_path / "cached.log",
+        "'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries "
+        "exceeded with url: /bert-base-uncased/resolve/main/config.json (Caused by "
+        "ConnectTimeoutError())\"), '(Request ID: 1)')' thrown while requesting HEAD "
+        "https://huggingface.co/bert-base-uncased/resolve/main/config.json",
+        "Retrying in 1s [Retry 1/5].",
+        "epoch 1 loss 0.25",
+    )
+    assert explain([healthy]) == []

@@ -32,15 +32,43 @@ except ImportError:  # pragma: no cover - exercised by tests through the `engine
 _ISO = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # what launchers and log collectors put before a process's own line: ANSI colour codes, srun
 # --label's "3: ", torchrun's "[rank3]:"/"[default3]:", mpirun --tag-output's "[1,3]<stderr>:",
-# pdsh's and deepspeed's "host: ", Ray's "(RayWorker pid=12)", docker compose's "name  | ", an
-# ISO timestamp (container and CI logs; the CRI log format's "… stderr F "); up to three of
-# them. Anchored signatures and the quoted-source test look past them
+# pdsh's and deepspeed's "host: ", Ray's "(RayWorker pid=12)"/"(pid=12)", docker compose's
+# "name | ", an ISO timestamp (container and CI logs; the CRI log format's "… stderr F "),
+# loggers' record headers and collectors' tags (below); up to three of them. Anchored
+# signatures and the quoted-source test look past them
 PREFIX = (
-    r"(?:\x1b\[[0-9;]*[A-Za-z]|\s*\d{1,5}: |\[(?:rank|default)\d+\]:\s*|"
-    r"\[\d+,\d+\]<std(?:out|err)>:\s*|\([\w-]+ pid=\d+(?:, ip=[\d.]+)?\)\s*|"
+    r"(?:\x1b\[[0-9;]*[A-Za-z] ?|\s*\d{1,5}: |\[(?:rank|default)\d+\]:\s*|"
+    r"\[\d+,\d+\]<std(?:out|err)>:\s*|\((?:[\w-]+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*|"
     r"(?:localhost|[A-Za-z0-9._-]*[0-9-][A-Za-z0-9._-]*): |[\w.-]+\s*\| |"
     r"\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:? "
-    r"(?:std(?:out|err) [FP] )?)"
+    r"(?:std(?:out|err) [FP] )?|"
+    + r"|".join(
+        (
+            # the record headers of the loggers that print a rank's lines: glog/c10 (torch's
+            # C++ side, "E0923 14:51:44.734884 1234 file.cpp:833] "), Python logging's
+            # BASIC_FORMAT ("ERROR:name:"), vLLM/sglang's ("ERROR 08-10 23:02:36 [file.py:898] "),
+            # bracketed fields (DeepSpeed/axolotl "[ERROR] [module:47] [PID:1672] [RANK:0] ")
+            r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ [\w./-]+:\d+\] ",
+            # c10's own bracketed form ("[E1106 12:00:00.123456789 ProcessGroupNCCL.cpp:1484] ",
+            # older "[W socket.cpp:436] ")
+            r"\[[IWEF](?:\d{4} \d\d:\d\d:\d\d\.\d+)?(?: \d+)? [\w./-]+:\d+\] ",
+            r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:",
+            r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+            r"\[[\w./-]+:\d+\] ",
+            r"(?:\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|PID:\d+|RANK:\d+|[\w.]+:\d+)\]\s*)+",
+            # collectors' and launchers' tags: kubectl logs --prefix, torchx's "[trainer0|0]:",
+            # NeMo-Run's "job/0 " before "[default0]:", Lightning's "[rank: 1] ", syslog/journald
+            r"\[pod/[\w.-]+/[\w.-]+\] ",
+            r"\[[\w-]+\|\d+\]:",
+            r"[\w.-]+/\d+ \[default\d+\]:",
+            r"\[rank: \d+\] ",
+            r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w.-]+(?:\[\d+\])?: ",
+            # a tqdm progress bar the next record was printed after (no newline between them:
+            # "{desc}: 46%|####6 | 31/67 [29:02<35:12, 58.67s/it]")
+            r"[^|\n]*\d+%\|[^|\n]*\| *[\d.]+[kMG]?/[\d.?]+[kMG]? \[[^\]\n]*\]",
+        )
+    )
+    + r")"
 )
 _PREFIXES = re.compile(f"^(?:{PREFIX}){{1,3}}")
 _ANCHOR = re.compile(r"(?:(?<=^)|(?<=[(|]))\^")

@@ -66,6 +66,8 @@ CAUSES: dict[str, str] = {
     "nccl-version-bug": "NCCL hit an internal error: a bug of that NCCL version or setup",
     "gpu-unavailable": "the process sees no usable GPU (none allocated or visible, or all busy)",
     "memlock-limit": "the locked-memory limit (ulimit -l) is too low for RDMA to register memory",
+    "resource-request": "SLURM refused the request (partition, GPUs/GRES, nodes, time limit)",
+    "download-failed": "a rank could not download a model/data file it has no cached copy of",
     "unknown": "a failure with no known signature",
 }
 # warnings (Tier.WARNING): reported as warnings, never as the cause of a failure
@@ -628,6 +630,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "nodes on every node, make each node's hostname resolve to that address (not 127.0.x.x "
         "in /etc/hosts), and check the firewall",
     ),
+    # a rank could not fetch a file from the Hub (or any URL) and had no cached copy: compute
+    # nodes without internet, a proxy, an outage; transformers (utils/hub.py cached_file: "We
+    # couldn't connect to '…' to load this file, couldn't find it in the cached files"; older
+    # "…to load this model", "Connection error, and we cannot find the requested files in the
+    # cached path"), huggingface_hub's LocalEntryNotFoundError and OfflineModeIsEnabled, datasets'
+    # "Couldn't reach … on the Hub", requests/urllib3 retries exhausted on a host name
+    Signature(
+        "download-failed",
+        r"We couldn't connect to '[^']*' to load this (?:file|model)|"
+        r"Connection error, and we cannot find the requested files in the cached path|"
+        r"LocalEntryNotFoundError:|OfflineModeIsEnabled:|Couldn't reach '?\S+'? on the Hub|"
+        # the exception, not huggingface_hub's warning "'(MaxRetryError(…))' thrown while
+        # requesting HEAD …" before it retries or falls back to its cache
+        r"(?:ConnectionError|ConnectTimeout|ReadTimeout): \(?(?:MaxRetryError\(['\"])?"
+        r"HTTPSConnectionPool\(host=\\?'[^'\\]+\\?', port=\d+\): Max retries exceeded with url|"
+        r"<urlopen error \[Errno -?\d+\] (?:Temporary failure in name resolution|"
+        r"Name or service not known|Network is unreachable|Connection timed out)>",
+        "a rank could not download a file (model, tokenizer, dataset) and had no cached copy",
+        "download it where there is internet (the login node) into a cache every node reads "
+        "(HF_HOME on shared storage) and run with HF_HUB_OFFLINE=1, or set the proxy "
+        "(HTTPS_PROXY) for compute nodes",
+    ),
     Signature(
         "connection-refused",
         r"[Nn]ame or service not known|Temporary failure in name resolution|"
@@ -960,6 +984,25 @@ SIGNATURES: tuple[Signature, ...] = (
         refuted_by="requeued",
         run_failed=True,
     ),
+    # a rank that died of SIGBUS as its launcher reports it (torchelastic's "exitcode: -7" and
+    # "Signal 7 (SIGBUS) received", deepspeed's "return code = -7", composer's "crashed with
+    # exit code -7", spawn's, mpirun's, MPICH's, bash's): on Linux a write into a shared-memory
+    # mapping tmpfs cannot back raises SIGBUS, and /dev/shm full (Docker's 64 MB default) is
+    # what a data loader's workers or NCCL then hit; a report, after a rank's own words
+    Signature(
+        "shm-exhausted",
+        r"^\s*exitcode\s*:\s*-7\b|[Ff]ailed \(exitcode: -7\)|[Ss]ignal 7 \(SIGBUS\) received|"
+        r"\] exits with return code = -7\b|crashed with exit code -7\b|"
+        r"process \d+ terminated with (?:signal SIGBUS|exit code -7)\b|"
+        r"exited on signal 7 \(Bus error\)|^=\s+KILLED BY SIGNAL: 7\b|Bus error \(signal 7\)|"
+        r"died with <Signals\.SIGBUS: 7>|srun: error: .*task \d+: Bus error|"
+        r"^(?:\S+: line \d+: +\d+ )?Bus error(?: +\(core dumped\))?(?: +\S.*)?$",
+        "a rank died of SIGBUS: most often /dev/shm is full (a data loader's workers or NCCL "
+        "writing a shared-memory segment)",
+        "give the job more shared memory (docker --shm-size or --ipc=host, a larger /dev/shm); "
+        "if /dev/shm had room, run that rank alone (a native extension, a truncated mmapped file)",
+        run_failed=True,
+    ),
     # the launcher naming the rank that failed first (torchelastic's root cause, noderun, srun)
     Signature(
         "rank-crashed",
@@ -1001,6 +1044,25 @@ SIGNATURES: tuple[Signature, ...] = (
         "a rank died from a signal (SIGKILL: often the OOM killer; SIGSEGV/SIGBUS: native code)",
         "find who sent it: the OOM killer (dmesg, `sacct -j ID -o State,MaxRSS`), a time limit, "
         "scancel; for SIGSEGV/SIGBUS run that rank alone to reproduce",
+        run_failed=True,
+    ),
+    # the scheduler refused the request before anything ran: srun/salloc ("Unable to allocate
+    # resources: <slurm_strerror>", src/srun/libsrun/allocate.c), srun's step ("Unable to create
+    # step for job N: …", launch.c; older "Unable to create job step: …") and sbatch ("Batch job
+    # submission failed: …", src/sbatch/sbatch.c); the reason after the colon says what to change
+    Signature(
+        "resource-request",
+        r"\b(?:srun|salloc|sbatch): error: (?:Unable to allocate resources|"
+        r"Unable to create (?:step for job \S+|job step)|Batch job submission failed): "
+        # (not a step srun asks for after the job ended: "Job/step already completing or
+        # completed" is what ended it speaking, a time limit or a cancel)
+        r"(?:[^J]|J[^o])|"
+        r"\b(?:srun|salloc|sbatch): error: (?:Invalid generic resource \(gres\) specification|"
+        r"invalid partition specified|Invalid account or account/partition combination)",
+        "SLURM refused the job's resource request (nothing ran)",
+        "read the reason after the colon and fix the request: a partition/QOS that has the GPUs "
+        "(`sinfo -o '%P %G %l'`), a GRES/--gpus spelling this cluster supports, a time within "
+        "the partition's limit, an account allowed on it",
         run_failed=True,
     ),
     # slurmstepd (src/slurmd/slurmstepd/req.c): why it cancelled the step or job
@@ -1145,11 +1207,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "look for why: the OOM killer (dmesg, `sacct -j ID -o State`), a time limit, or scancel",
         Tier.CONSEQUENCE,
     ),
-    # the last line of a traceback: the exception the first failing rank raised
+    # the last line of a traceback: the exception the first failing rank raised; or a logger's
+    # record of one nobody caught (a framework's excepthook: OLMo's "Uncaught OLMoThreadError:
+    # …", "Unhandled exception: ValueError …", "An error occurred: KeyError")
     Signature(
         "rank-crashed",
         r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)|"
-        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b",
+        r"[Ee]rror occurred:?\s+[A-Za-z_][\w.]*(Error|Exception)\b|"
+        r"\b(?:Uncaught|Unhandled)(?: exception)?:?\s+[A-Za-z_][\w.]*(?:Error|Exception):",
         "a rank raised an exception",
         "fix the exception in the first failing rank's traceback",
         generic=True,
