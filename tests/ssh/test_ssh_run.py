@@ -224,14 +224,11 @@ def test_dry_run_prints_each_hosts_command_and_asks_no_host(tmp_path: Path) -> N
 
 
 def test_doctor_over_ssh_probes_every_host_and_runs_the_collective(
-    ssh_lab: SshLab, tmp_path: Path
+    ssh_lab: SshLab, ssh_doctor: tuple[subprocess.CompletedProcess[str], Path, Path]
 ) -> None:
-    result = noderun(
-        ["doctor", "--hosts", HOSTS, "--ssh-config", str(ssh_lab.config), "--json", "--run-dir",
-         str(tmp_path / "doc")],
-        cwd=ROOT,
-        timeout=300,
-    )  # fmt: skip
+    """`noderun doctor --hosts sshhost1,sshhost2`: the lab's doctor run (tests/ssh/conftest.py,
+    with --script and --check-path, whose checks test_ssh_checklist reads)."""
+    result = ssh_doctor[0]
     report = json.loads(result.stdout)
     assert report["nodes"] == ["sshhost1", "sshhost2"], report
     by_check = {(c["node"], c["check"]): c["status"] for c in report["checks"]}
