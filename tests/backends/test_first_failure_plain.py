@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, noderun, processes_running
+from tests.conftest import SCRIPTS, cli, noderun, processes_running
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def test_the_rank_that_failed_first_is_named_everywhere(
     assert "rank 3 (node 0, local rank 3) failed" in last and reason in last, result.stderr[-3000:]
     record = json.loads((run_dir / "run.json").read_text())
     assert record["failure"]["rank"] == 3
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.returncode == 1
     assert "  failed:   rank 3 (node 0" in explained.stdout, explained.stdout
     assert reason in explained.stdout

@@ -57,18 +57,20 @@ def test_two_nodes_two_procs_success(tmp_path: Path, gang_script: Path) -> None:
 
 
 def test_a_raising_rank_is_named_with_its_error(tmp_path: Path, gang_script: Path) -> None:
+    """2 nodes x 1 rank: rank 1 (node 1) raises (the ranks of a node of 2 by their local rank:
+    test_sigkilled_rank_tears_down_the_gang_within_10_s)."""
     run_dir = tmp_path / "run"
     result = noderun(
-        run_args(gang_script, run_dir),
-        GANG_MODE="raise:2",
+        run_args(gang_script, run_dir, nproc=1),
+        GANG_MODE="raise:1",
     )
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert "rank 2 (node 1, local rank 0) failed" in last
-    assert "ValueError: deliberate failure on rank 2" in last
+    assert "rank 1 (node 1, local rank 0) failed" in last
+    assert "ValueError: deliberate failure on rank 1" in last
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "failed"
-    assert record["failure"]["rank"] == 2 and record["failure"]["node_rank"] == 1
+    assert record["failure"]["rank"] == 1 and record["failure"]["node_rank"] == 1
     assert not processes_running(str(gang_script))
 
 
@@ -86,13 +88,14 @@ def test_sigkilled_rank_tears_down_the_gang_within_10_s(tmp_path: Path, gang_scr
     assert ended - killed_at < 10, f"gang took {ended - killed_at:.1f} s to end after the kill"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+# SIGINT on 2 nodes x 2 ranks (every local rank of a node stopped), SIGTERM on 2 x 1
+@pytest.mark.parametrize(("signum", "nproc"), [(signal.SIGINT, 2), (signal.SIGTERM, 1)])
 def test_signal_to_noderun_stops_every_rank(
-    tmp_path: Path, gang_script: Path, signum: signal.Signals
+    tmp_path: Path, gang_script: Path, signum: signal.Signals, nproc: int
 ) -> None:
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "noderun", *run_args(gang_script, run_dir)],
+        [sys.executable, "-m", "noderun", *run_args(gang_script, run_dir, nproc=nproc)],
         env=clean_env(GANG_MODE="hang"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -102,7 +105,8 @@ def test_signal_to_noderun_stops_every_rank(
     while time.monotonic() < deadline and not (run_dir / "runtime.json").exists():
         time.sleep(0.2)
     assert (run_dir / "runtime.json").exists(), "ranks never started"
-    assert len(processes_running(str(gang_script))) >= 4  # noderun, 2 agents, 4 ranks
+    # noderun, 2 agents, 2 x nproc ranks
+    assert len(processes_running(str(gang_script))) >= 2 + 2 * nproc
     sent = time.monotonic()
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=30)

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import SCRIPTS, clean_env, cli, noderun, processes_running, run_args
+from tests.conftest import SCRIPTS, clean_env, cli, processes_running, run_args
 
 pytestmark = pytest.mark.slow
 
@@ -60,5 +60,5 @@ def test_sigkilled_launcher_leaves_nothing_running(tmp_path: Path) -> None:
     verified = cli(["verify", str(run_dir), "--skip=checkpoint", "--skip=metrics"])
     assert verified.returncode != 0
     assert f"the launcher (pid {proc.pid} on {os.uname().nodename}) died" in verified.stdout
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert f"pid {proc.pid}" in explained.stdout + explained.stderr, explained.stdout

@@ -230,7 +230,7 @@ def test_max_restarts_restarts_the_gang_after_a_killed_rank_and_ends_identical(
     assert_identical(final_state(reference), final_state(restarted))
     verified = cli(["verify", str(restarted)])  # both read every attempt
     assert "2 attempts: failed: rank 1: killed by SIGKILL" in verified.stdout, verified.stdout
-    explained = noderun(["explain", str(restarted)])
+    explained = cli(["explain", str(restarted)])
     assert "attempt 1: failed: rank 1: killed by SIGKILL; restarted the gang" in explained.stdout
     assert "attempt 2: completed" in explained.stdout
 

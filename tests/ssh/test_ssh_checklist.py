@@ -17,31 +17,16 @@ import pytest
 
 from noderun.backends.ports import free_port, port_in_use
 from tests.conftest import ROOT, noderun, processes_running
+from tests.ssh.conftest import differing_script_and_data
 from tests.ssh.lab import PRIVATE, SshLab
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
 
-def _differing_script_and_data(lab: SshLab, tag: str) -> tuple[Path, Path]:
-    """A script at one path, other content on each host; data at a path only sshhost1 has."""
-    script, data = PRIVATE / f"train-{tag}.py", PRIVATE / f"data-{tag}"
-    for name, text in (("sshhost1", "print('one')\n"), ("sshhost2", "print('two')\n")):
-        (lab.private(name) / script.name).write_text(text)
-    (lab.private("sshhost1") / data.name).mkdir()
-    return script, data
-
-
 def test_doctor_names_the_host_with_other_code_or_a_missing_path(
-    ssh_lab: SshLab, tmp_path: Path
+    ssh_doctor: tuple[subprocess.CompletedProcess[str], Path, Path],
 ) -> None:
-    script, data = _differing_script_and_data(ssh_lab, tmp_path.name)
-    result = noderun(
-        ["doctor", "--hosts", "sshhost1,sshhost2", "--ssh-config", str(ssh_lab.config),
-         "--script", str(script), "--check-path", str(data),
-         "--check-path", str(ROOT / "examples"), "--json", "--run-dir", str(tmp_path / "doc")],
-        cwd=ROOT,
-        timeout=300,
-    )  # fmt: skip
+    result, script, data = ssh_doctor  # the doctor run also read by test_ssh_run
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
     report = json.loads(result.stdout)
     found = {(c["node"], c["check"]): c for c in report["checks"]}
@@ -102,7 +87,7 @@ def test_doctor_on_nodes_started_by_hand_gives_every_node_the_whole_table(
 ) -> None:
     """`noderun doctor --nnodes 2 --node-rank R --master-addr sshhost1` typed on each host,
     node 1 first: both print both nodes' checks, the odd script and the missing path named."""
-    script, data = _differing_script_and_data(ssh_lab, tmp_path.name)
+    script, data = differing_script_and_data(ssh_lab, tmp_path.name)
     port = free_port()
     while port_in_use(port + 1):  # the doctor of hand-started nodes also takes port + 1
         port = free_port()

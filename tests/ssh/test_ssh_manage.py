@@ -14,6 +14,7 @@ import pytest
 from noderun.exit_codes import EXIT_PREEMPTED
 from tests.conftest import (
     SCRIPTS,
+    cli,
     follow_logs,
     noderun,
     processes_of_run,
@@ -56,14 +57,14 @@ def test_logs_and_graceful_cancel_over_ssh(ssh_lab: SshLab, tmp_path: Path) -> N
     try:
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "rank 1 step 3\n" in _text(rank1), 180), proc.stdout
-        listed = json.loads(noderun(["ls", "--json", str(tmp_path)]).stdout)["runs"]
+        listed = json.loads(cli(["ls", "--json", str(tmp_path)]).stdout)["runs"]
         assert [(r["name"], r["backend"], r["status"], r["nodes"]) for r in listed] == [
             ("run", "ssh", "running", 2)
         ], listed
-        shown = noderun(["logs", str(run_dir), "--node", "1", "--grep", "step [23]$"])
+        shown = cli(["logs", str(run_dir), "--node", "1", "--grep", "step [23]$"])
         assert shown.stdout.splitlines()[:2] == ["rank 1 step 2", "rank 1 step 3"], shown
         follow, followed, reader = follow_logs("--rank", "1", str(run_dir))
-        status = noderun(["status", "--json", str(run_dir)])
+        status = cli(["status", "--json", str(run_dir)])
         seen = json.loads(status.stdout)
         assert (seen["status"], seen["backend"], seen["nodes"]) == ("running", "ssh", 2), seen
         assert [r["rank"] for r in seen["ranks"]] == [0, 1], seen

@@ -11,7 +11,7 @@ import pytest
 
 from noderun.exit_codes import EXIT_STALLED
 from noderun.stacks.capture import find_ranks
-from tests.conftest import noderun, processes_running, run_args, start_noderun
+from tests.conftest import cli, noderun, processes_running, run_args, start_noderun
 from tests.stacks.conftest import (
     line_of,
     path_with_py_spy,
@@ -57,7 +57,7 @@ def test_stuck_rank_is_named_with_its_frame_and_the_job_stopped(
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "stalled" and record["exit_code"] == EXIT_STALLED
     assert not processes_running(str(stuck_script))
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.stdout.startswith("root cause: stalled-rank:"), explained.stdout
     assert verdict in explained.stdout
 
@@ -77,7 +77,7 @@ def test_ranks_in_different_collectives_are_named_a_deadlock(
         "noderun: collective-deadlock: ranks call different collectives, so none completes: "
         f"rank 0 in {reduce} ← main(); rank 1 in {gather} ← main()"
     ) in result.stderr
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.stdout.startswith("root cause: collective-deadlock:"), explained.stdout
 
 
@@ -114,19 +114,19 @@ def test_stacks_of_a_live_run_from_another_shell(tmp_path: Path, stuck_script: P
     try:
         report = _wait_for_report(run_dir, job)
         assert "stalled-rank: rank 1 on localhost/0" in report.read_text()
-        shown = noderun(["stacks", str(run_dir)], PATH=path_with_py_spy())
+        shown = cli(["stacks", str(run_dir)], PATH=path_with_py_spy())
         assert shown.returncode == 0, shown.stderr
         frame = f"{stuck_script.name}:{line_of('time.sleep(0.1)')}"
         assert f"stacks of 4 rank(s) of run {run_dir} (py-spy):" in shown.stdout
         assert f"  rank 1: load_batch() at {frame} ← train_step()   <- straggler" in shown.stdout
         assert "  ranks 0,2,3: all_reduce in train_step()" in shown.stdout
         as_json = json.loads(
-            noderun(["stacks", "--json", str(run_dir)], PATH=path_with_py_spy()).stdout
+            cli(["stacks", "--json", str(run_dir)], PATH=path_with_py_spy()).stdout
         )
         assert as_json["verdict"]["kind"] == "stalled-rank" and as_json["verdict"]["ranks"] == [1]
         assert [r["source"] for r in as_json["ranks"]] == ["py-spy"] * 4
         # a plain script has no faulthandler fallback: without py-spy, one line says so
-        blind = noderun(["stacks", str(run_dir)], PATH=path_without_py_spy())
+        blind = cli(["stacks", str(run_dir)], PATH=path_without_py_spy())
         assert blind.stderr.count("py-spy not found on PATH") == 1, blind.stderr
         assert (
             "rank 1: no stack (no faulthandler fallback: the script does not call noderun.init())"
@@ -150,7 +150,7 @@ def test_without_py_spy_ranks_of_noderun_init_dump_through_faulthandler(
     job = _start(stuck_script, run_dir, nproc=1, STUCK_NODERUN="1")
     try:
         wait_for_file(run_dir / "stuck_at", job)
-        shown = noderun(["stacks", str(run_dir)], PATH=path_without_py_spy())
+        shown = cli(["stacks", str(run_dir)], PATH=path_without_py_spy())
         assert shown.returncode == 0, shown.stderr
         notes = [line for line in shown.stderr.splitlines() if line.startswith("noderun:")]
         assert len(notes) == 1 and "py-spy not found on PATH" in notes[0], shown.stderr
@@ -177,7 +177,7 @@ def _without_ptrace_rights(run_dir: Path, frame: str) -> None:
     )
     try:
         assert tracer.stderr is not None and "attached" in tracer.stderr.readline()
-        shown = noderun(["stacks", str(run_dir)], PATH=path_with_py_spy())
+        shown = cli(["stacks", str(run_dir)], PATH=path_with_py_spy())
         notes = [line for line in shown.stderr.splitlines() if line.startswith("noderun:")]
         assert len(notes) == 1, shown.stderr
         assert "py-spy could not read rank 1" in notes[0] and "EPERM" in notes[0]

@@ -19,6 +19,7 @@ import pytest
 from noderun.exit_codes import EXIT_PREEMPTED
 from tests.conftest import (
     SCRIPTS,
+    cli,
     follow_logs,
     noderun,
     processes_of_run,
@@ -45,7 +46,7 @@ def _steps(lines: list[str]) -> list[int]:
 
 
 def _listed(root: Path) -> list[tuple[str, str]]:
-    listed = noderun(["ls", "--json", str(root)])
+    listed = cli(["ls", "--json", str(root)])
     assert listed.returncode == 0, listed.stderr
     return [(r["name"], r["status"]) for r in json.loads(listed.stdout)["runs"]]
 
@@ -69,7 +70,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         mark = math.floor(time.time()) + 1  # steps 1-3 were written before it
         assert _listed(tmp_path / "runs") == [("paced", "running")]
 
-        shown = noderun(["logs", str(run_dir), "--rank", "1"])
+        shown = cli(["logs", str(run_dir), "--rank", "1"])
         assert shown.returncode == 0, shown.stderr
         before = _steps(shown.stdout.splitlines())
         assert before[:3] == [1, 2, 3], shown.stdout  # rank 1's own lines, without a prefix
@@ -77,7 +78,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         follow, followed, reader = follow_logs("--rank", "1", str(run_dir))
         assert wait_until(lambda: max(_steps(list(followed)), default=0) > before[-1], 60)
 
-        status = noderun(["status", "--json", str(run_dir)])
+        status = cli(["status", "--json", str(run_dir)])
         assert status.returncode == 0, status.stderr
         seen = json.loads(status.stdout)
         assert seen["status"] == "running" and seen["nodes"] == 2, seen
@@ -86,7 +87,7 @@ def test_listed_followed_cancelled_with_a_checkpoint_then_resumed(tmp_path: Path
         assert all(r["step"] >= 3 and r["epoch"] is None for r in seen["ranks"]), seen  # step mode
         assert wait_until(lambda: os.stat(rank1).st_mtime > mark + 0.5, 30)
         since = datetime.fromtimestamp(mark, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        recent = noderun(["logs", str(run_dir), "--rank", "1", "--since", since])
+        recent = cli(["logs", str(run_dir), "--rank", "1", "--since", since])
         assert _steps(recent.stdout.splitlines()), recent.stdout + recent.stderr
         assert min(_steps(recent.stdout.splitlines())) > 3, recent.stdout  # cut inside the log
 
@@ -124,7 +125,7 @@ def test_a_plain_torch_run_listed_shown_and_cancelled_at_once(tmp_path: Path) ->
         rank1 = run_dir / "logs" / "rank1.log"
         assert wait_until(lambda: "plain rank 1 tick 2\n" in _text(rank1), 120), proc.stdout
         assert _listed(tmp_path / "runs") == [("plain", "running")]
-        shown = noderun(["logs", str(run_dir), "--node", "1", "--grep", "tick [12]$"])
+        shown = cli(["logs", str(run_dir), "--node", "1", "--grep", "tick [12]$"])
         assert shown.stdout.splitlines()[:2] == ["plain rank 1 tick 1", "plain rank 1 tick 2"]
         cancelled = noderun(["cancel", "--now", str(run_dir)], timeout=120)
         assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
@@ -135,7 +136,7 @@ def test_a_plain_torch_run_listed_shown_and_cancelled_at_once(tmp_path: Path) ->
     assert "job cancelled by `noderun cancel` (at once" in output, output[-2000:]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "cancelled"
     assert not processes_of_run(run_dir, PLAIN), "a rank outlived cancel --now"
-    status = noderun(["status", str(run_dir)])
+    status = cli(["status", str(run_dir)])
     assert status.returncode == 0 and "status   cancelled" in status.stdout, status.stdout
-    explained = noderun(["explain", str(run_dir)])
+    explained = cli(["explain", str(run_dir)])
     assert explained.stdout.startswith("root cause: cancelled: "), explained.stdout
