@@ -1693,3 +1693,22 @@ def test_a_failure_the_program_says_it_retries_is_no_failure(tmp_path: Path) -> 
 def test_nccl_proxy_warnings_after_a_finished_test_are_no_failure() -> None:
     # deepep-41 (tuning): NCCL's proxy service thread warns at teardown after every run
     assert explain(_case_logs("deepep-41-healthy-intranode-teardown-proxy-warns")) == []
+
+
+def test_c10ds_connect_summary_yields_to_the_attempt_that_says_why() -> None:
+    # grl-27 (tuning): the store client's "[E] … failed to connect to any network address of
+    # (05, 40323)." names no reason; its attempts' "[W] … (errno: 110 - Connection timed out)"
+    # lines do
+    root = explain(_case_logs("grl-27-torchx-master-addr-05-connect-timed-out"))[0]
+    assert root.cause == "connection-refused"
+    assert "(errno: 110 - Connection timed out)" in root.evidence.text
+
+
+def test_a_connect_summary_without_attempt_lines_stays_the_evidence(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "summary.log",
+        "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network "
+        "address of (node1, 29500).",
+    )
+    root = explain([log])[0]
+    assert root.cause == "connection-refused" and "any network address" in root.evidence.text
