@@ -1619,3 +1619,96 @@ def test_a_rank_that_cannot_download_a_file_it_has_no_copy_of(tmp_path: Path) ->
         "epoch 1 loss 0.25",
     )
     assert explain([healthy]) == []
+
+
+def test_a_background_threads_traceback_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    # Python prints a thread's uncaught exception under "Exception in thread NAME:"
+    # (threading.excepthook) and multiprocessing's queue feeder thread prints the error it
+    # caught (queues.py _feed): the thread ends, the process goes on
+    feeder = write(
+        tmp_path / "feeder.log",
+        "epoch 3 loss 0.12",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.8/multiprocessing/queues.py", line 245, in _feed',
+        "    send_bytes(obj)",
+        '  File "/usr/lib/python3.8/multiprocessing/connection.py", line 368, in _send',
+        "    n = write(self._handle, buf)",
+        "BrokenPipeError: [Errno 32] Broken pipe",
+        "epoch 4 loss 0.11",
+    )
+    thread = write(
+        tmp_path / "thread.log",
+        "Exception in thread Thread-3:",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/threading.py", line 1016, in _bootstrap_inner',
+        "    self.run()",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+        "step 200 loss 1.1",
+    )
+    assert explain([feeder]) == [] and explain([thread]) == []
+    # the same exception raised by the program's own (main) thread is a failure
+    main = write(
+        tmp_path / "main.log",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 10, in <module>',
+        "    main()",
+        "BrokenPipeError: [Errno 32] Broken pipe",
+    )
+    assert explain([main])[0].cause == "rank-crashed"
+    # and a launcher's report that the run failed is still one, whatever a thread printed
+    failed = write(
+        tmp_path / "failed.log",
+        *Path(thread).read_text().splitlines(),
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    )
+    assert explain([failed])[0].cause == "rank-crashed"
+
+
+def test_a_failure_the_program_says_it_retries_is_no_failure(tmp_path: Path) -> None:
+    # Lightning's BatchSizeFinder (tuner/batch_size_scaling.py) after an OOM it caught, and a
+    # logger's record of a failure it retries: the line says the program went on
+    finder = write(
+        tmp_path / "finder.log",
+        "Batch size 4096 failed, trying batch size 2048",
+        "Batch size 2048 succeeded, trying batch size 4096",
+        "Finished batch size finder, will continue with full run using batch size 2048",
+    )
+    logged = write(
+        tmp_path / "upload.log",
+        "2024-01-01 12:00:00 ERROR [trainer.py:12] Failed to upload checkpoint to s3, will "
+        "retry: ConnectionError: Connection reset by peer",
+        "2024-01-01 12:00:05 INFO [trainer.py:14] checkpoint uploaded",
+    )
+    assert explain([finder]) == [] and explain([logged]) == []
+    # without a retry the lost peer is a failure, and a root cause's own line stays one
+    lost = write(tmp_path / "lost.log", "RuntimeError: Connection reset by peer")
+    assert explain([lost])[0].cause == "rank-crashed"
+    oom = write(
+        tmp_path / "oom.log",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB, retrying",
+    )
+    assert explain([oom])[0].cause == "out-of-memory"
+
+
+def test_nccl_proxy_warnings_after_a_finished_test_are_no_failure() -> None:
+    # deepep-41 (tuning): NCCL's proxy service thread warns at teardown after every run
+    assert explain(_case_logs("deepep-41-healthy-intranode-teardown-proxy-warns")) == []
+
+
+def test_c10ds_connect_summary_yields_to_the_attempt_that_says_why() -> None:
+    # grl-27 (tuning): the store client's "[E] … failed to connect to any network address of
+    # (05, 40323)." names no reason; its attempts' "[W] … (errno: 110 - Connection timed out)"
+    # lines do
+    root = explain(_case_logs("grl-27-torchx-master-addr-05-connect-timed-out"))[0]
+    assert root.cause == "connection-refused"
+    assert "(errno: 110 - Connection timed out)" in root.evidence.text
+
+
+def test_a_connect_summary_without_attempt_lines_stays_the_evidence(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "summary.log",
+        "[E socket.cpp:610] [c10d] The client socket has failed to connect to any network "
+        "address of (node1, 29500).",
+    )
+    root = explain([log])[0]
+    assert root.cause == "connection-refused" and "any network address" in root.evidence.text

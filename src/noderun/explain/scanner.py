@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from noderun.explain.signatures import SIGNATURES, Signature, Tier
+from noderun.explain.signatures import SIGNATURES, THREAD_EXCEPTION, Signature, Tier
 
 CHUNK = 4 << 20
 MAX_LINE = 16 << 20  # a "line" longer than this is cut: memory stays bounded
@@ -323,6 +323,41 @@ def _ignored(buf: bytes, start: int) -> bool:
     return False
 
 
+# the outermost frame of a traceback printed by a thread that is not the program's main thread:
+# threading.Thread's entry (threading.py _bootstrap_inner / run) and multiprocessing's queue
+# feeder thread (queues.py _feed, which prints the error it caught: BrokenPipeError when the
+# reading end went away)
+_THREAD_FRAME = re.compile(
+    r'File "[^"]*(?:threading\.py", line \d+, in (?:_bootstrap_inner|_bootstrap|run)|'
+    r'multiprocessing[/\\]queues\.py", line \d+, in _feed)\b'
+)
+
+
+# tiers of what a caught-and-retried failure looks like: a lost peer (a consequence), an
+# exception's bare type (generic), an unknown error word; a root cause's own line is kept
+_RETRIABLE = (Tier.CONSEQUENCE, Tier.LAST_RESORT)
+
+
+def _background(buf: bytes, start: int) -> bool:
+    """The exception line at ``start`` ends a traceback a background thread printed: Python's
+    threading.excepthook heads it "Exception in thread NAME:", or its outermost frame is a
+    thread's entry (``_THREAD_FRAME``). Such a thread ends; the process goes on."""
+    window = buf[max(0, start - LOOKBACK) : start].splitlines()
+    outermost = ""
+    for line in reversed(window):
+        raw = strip_prefix(line.decode("utf-8", "replace"))
+        text = raw.strip()
+        if text.startswith("Exception in thread "):
+            return True
+        if text.startswith("File "):
+            outermost = text
+        elif text.startswith("Traceback (most recent call last)"):
+            return bool(_THREAD_FRAME.match(outermost))
+        elif not raw[:1].isspace():
+            return False
+    return False
+
+
 class Scanner:
     """Finds signature lines in files; one instance per table, reusable across files."""
 
@@ -332,6 +367,9 @@ class Scanner:
         self.line_patterns = [(re.compile(prefixed(s.pattern)), s) for s in self.table]
         # per file scanned: its last non-empty line (1-based number, text); one line per file
         self.last_lines: dict[Path, tuple[int, str]] = {}
+        # a line announcing its own retry outranks a lost peer or a bare exception on it
+        self.retried = next((s for s in self.table if s.cause == "retried"), None)
+        self.retry_pattern = re.compile(self.retried.pattern) if self.retried else None
 
     def classify(self, text: str) -> Signature | None:
         """The first signature (in table order) matching one line; source code quoted in a
@@ -344,6 +382,13 @@ class Scanner:
                     return None
                 if signature.tier is not Tier.SIGN and _NCCL_INFO.search(text):
                     return None  # NCCL says what failed with WARN; INFO is progress and retries
+                if (
+                    self.retried is not None
+                    and self.retry_pattern is not None
+                    and (signature.generic or signature.tier in _RETRIABLE)
+                    and self.retry_pattern.search(text)
+                ):
+                    return self.retried  # the program caught it (a lost peer, an exception)
                 return signature
         return None
 
@@ -406,6 +451,13 @@ class Scanner:
                 and _ignored(buf, start)
             ):
                 signature = None  # an exception Python reported and ignored (at exit, in __del__)
+            if (
+                signature is not None
+                and signature.tier is not Tier.WARNING
+                and _EXCEPTION_LINE.match(strip_prefix(text))
+                and _background(buf, start)
+            ):
+                signature = THREAD_EXCEPTION  # a background thread's: the process went on
             if signature is not None:
                 stamp = timestamp(raw, year) or timestamp(
                     buf[max(0, start - LOOKBACK) : start], year

@@ -74,6 +74,8 @@ CAUSES: dict[str, str] = {
 WARNINGS: dict[str, str] = {
     "nccl-warning": "NCCL warned (often benign: an optional library or transport is absent)",
     "warning": "a library warned about something that failed, and went on",
+    "retried": "a program caught a failure, said it retries (or tries a smaller size), and went on",
+    "thread-exception": "a background thread's exception was printed; the process went on",
 }
 # signs of health (Tier.SIGN): what they show
 SIGNS: dict[str, str] = {
@@ -1207,6 +1209,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "look for why: the OOM killer (dmesg, `sacct -j ID -o State`), a time limit, or scancel",
         Tier.CONSEQUENCE,
     ),
+    # a program that caught a failure and says it tries again: the line is its own proof that it
+    # went on (Lightning's BatchSizeFinder "Batch size 4096 failed, trying batch size 2048",
+    # tuner/batch_size_scaling.py; a logger's "… failed …, will retry", "Error …, retrying in 5s").
+    # A warning: the run's end, a launcher's report or a later error decide whether it failed;
+    # the retries of a rendezvous/store connect have their own causes above
+    Signature(
+        "retried",
+        r"(?i:\b(?:failed|error)\b.*(?:\bwill retry\b|\bretrying\b|\btrying batch size \d+))",
+        "a failure the program caught and retried",
+        "nothing to do if the run went on; if every retry failed, the last one's error says why",
+        Tier.WARNING,
+    ),
     # the last line of a traceback: the exception the first failing rank raised; or a logger's
     # record of one nobody caught (a framework's excepthook: OLMo's "Uncaught OLMoThreadError:
     # …", "Unhandled exception: ValueError …", "An error occurred: KeyError")
@@ -1304,4 +1318,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "",
         Tier.SIGN,
     ),
+)
+
+
+# an exception line the scanner found at the end of a traceback printed by a background thread
+# (Python's threading.excepthook "Exception in thread NAME:", a thread whose first frame is
+# threading's _bootstrap_inner, multiprocessing's queue feeder thread _feed, which catches and
+# prints its own error): the thread ended, the process that started it went on
+THREAD_EXCEPTION = Signature(
+    "thread-exception",
+    r"$^",
+    "a background thread raised an exception and ended; the process went on",
+    "nothing to do if the run went on; if the thread's work was needed (a data loader, an "
+    "uploader), its traceback says why it stopped",
+    Tier.WARNING,
 )

@@ -34,6 +34,9 @@ _HANGS = frozenset(
 _STORE_TIMEOUT = re.compile(
     r"client socket has timed out after \S+ while trying to connect|connect\(\) timed out\."
 )
+# c10d's summary after every address failed (socket.cpp), and an attempt's own reason
+_CONNECT_SUMMARY = re.compile(r"failed to connect to any network address of \(")
+_ERRNO = re.compile(r"\(errno: \d+ - ")
 _NO_ANSWER = re.compile(r"server socket on \S+ has timed out, will retry|\(errno: 110 - ")
 # the address c10d's store client tried: "(HOST, PORT)" (socket.cpp) or "HOST:PORT"
 _STORE_TARGET = re.compile(
@@ -135,6 +138,7 @@ def judge(
         if hang is not None:  # it hung, then ran out of time or someone stopped it
             problems = [hang, *(f for f in problems if f is not hang)]
     problems = _never_answered(ranked, problems)
+    problems = _connect_reason(ranked, problems)
     problems = _host_local_master(problems)
     problems = _gloo_on_loopback(problems, warnings)
     if mismatch:  # ranks of one job on different NCCL versions: a failure waiting to happen
@@ -178,6 +182,31 @@ def _never_answered(ranked: list[Finding], problems: list[Finding]) -> list[Find
     if retry is None:
         return problems
     return [dataclasses.replace(retry, tier=Tier.ROOT), *problems]
+
+
+def _connect_reason(ranked: list[Finding], problems: list[Finding]) -> list[Finding]:
+    """c10d's store client logs each address it tried with its errno at warning level
+    ("[W socket.cpp] The client socket has failed to connect to ADDR (errno: 110 - …)"),
+    then gives up with a summary that names no reason ("[E socket.cpp] … failed to connect to
+    any network address of (HOST, PORT)."): the attempt's line says why, and is the evidence."""
+    if not problems or problems[0].cause != "connection-refused":
+        return problems
+    root = problems[0]
+    if not _CONNECT_SUMMARY.search(root.evidence.text) or _ERRNO.search(root.evidence.text):
+        return problems
+    attempt = next(
+        (
+            f
+            for f in ranked
+            if f.cause == "connection-refused"
+            and f.evidence.file == root.evidence.file
+            and _ERRNO.search(f.evidence.text)
+        ),
+        None,
+    )
+    if attempt is None:
+        return problems
+    return [dataclasses.replace(root, evidence=attempt.evidence), *problems[1:]]
 
 
 def host_local(address: str) -> bool:
