@@ -11,6 +11,7 @@ job scancelled. Then nothing of the run may be left running, and run.json is fin
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -183,28 +184,34 @@ def _on_hosts(seen: Observed, action: str) -> list[dict[str, list[int]]]:
     nodes: dict[str, list[str]] = {}  # host -> its nodes (node rank = index in hosts)
     for node, host in enumerate(seen.record.hosts or []):
         nodes.setdefault(host, []).extend(["--node", str(node)])
-    answers = []
-    for host, its_nodes in nodes.items():
-        try:
-            done = subprocess.run(
-                ssh_argv(host, shlex.join([*remote, *its_nodes]), config=config),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        except subprocess.TimeoutExpired:
-            _say(f"host {host}: no answer over ssh within 60 s")
-            continue
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not lines:
-            _say(f"host {host}: {(done.stderr.strip().splitlines() or ['no answer'])[-1]}")
-            continue
-        answer = json.loads(lines[-1])
-        if "killed" in answer:
-            answer["killed"] = [answer["killed"]]
-        answers.append(answer)
-    return answers
+    # every host at once: a rank signalled first agrees with its peers on a stop step about a
+    # second later (preemption.CHECK_SEC), so a host asked one ssh round trip after another
+    # could find its ranks already gone (and say none was asked)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(nodes), 32) or 1) as pool:
+        asked = [
+            pool.submit(_ask_host, host, ssh_argv(host, shlex.join([*remote, *its]), config=config))
+            for host, its in nodes.items()
+        ]
+        return [answer for future in asked if (answer := future.result()) is not None]
+
+
+def _ask_host(host: str, argv: list[str]) -> dict[str, list[int]] | None:
+    """One host's ``run_signal`` answer over ssh (None, said, when it gave none)."""
+    try:
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        _say(f"host {host}: no answer over ssh within 60 s")
+        return None
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        _say(f"host {host}: {(done.stderr.strip().splitlines() or ['no answer'])[-1]}")
+        return None
+    answer = json.loads(lines[-1])
+    if "killed" in answer:
+        answer["killed"] = [answer["killed"]]
+    return answer
 
 
 def _ssh_config(command: list[str]) -> str | None:
