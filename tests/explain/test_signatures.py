@@ -85,6 +85,9 @@ FROM_CORPUS = {
     # the ninth pass (diag11), from new tuning cases (SOURCES-corpus-j.md)
     "openrlhf-936-ray-task-killed-node-low-memory": "out-of-memory",  # Ray's memory monitor
     "sglang-3226-gloo-connectfullmesh-no-error": "network-unreachable",  # ProcessGroupGloo
+    # the twelfth pass (diag14), from new tuning cases (SOURCES-corpus-m.md)
+    "easyr1-185-raylet-worker-killed-memory-pressure": "out-of-memory",  # raylet's summary
+    "plantf-28-raylet-12-workers-killed-oom": "out-of-memory",
 }
 
 
@@ -1712,3 +1715,47 @@ def test_a_connect_summary_without_attempt_lines_stays_the_evidence(tmp_path: Pa
     )
     root = explain([log])[0]
     assert root.cause == "connection-refused" and "any network address" in root.evidence.text
+
+
+def test_the_raylets_oom_summary_counts_only_when_it_killed_a_worker() -> None:
+    # Ray's raylet (node_manager.cc) sums up each period on the driver's console; with no
+    # worker killed for memory the line says only that others crashed (easyr1-185's wording)
+    line = _key_line("easyr1-185-raylet-worker-killed-memory-pressure")
+    assert "1 Workers (tasks / actors) killed due to memory pressure (OOM)" in line
+    no_oom = line.replace("1 Workers (tasks / actors) killed", "0 Workers (tasks / actors) killed")
+    signature = Scanner().classify(no_oom)
+    assert signature is None or signature.cause != "out-of-memory"
+
+
+def test_an_ofi_completion_error_the_fabric_could_not_deliver_is_network() -> None:
+    # nccl-1928 (tuning): torch's ncclRemoteError whose "Last error:" is the aws-ofi-nccl
+    # plugin's "NET/OFI Request … completed with error. RC: 113 … (UNDELIVERABLE)": the
+    # fabric could not reach the peer (EHOSTUNREACH), not a peer that died
+    root = explain(_case_logs("nccl-1928-ofi-undeliverable-rc113-remote-error"))[0]
+    assert root.cause == "network-unreachable" and "RC: 113" in root.evidence.text
+    # a completion error with another code says nothing of the network
+    other = Scanner().classify(
+        "NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 5. Error: 12 (EIO). "
+        "Completed length: 0"
+    )
+    assert other is None or other.cause != "network-unreachable"
+
+
+def test_nccl_tests_column_header_is_no_error(tmp_path: Path) -> None:
+    # nccl-583 (tuning): all_reduce_perf's header names an "error" column; pasted as markdown
+    # it lost its "#", and the run looked failed (unclassified)
+    assert explain(_case_logs("nccl-583-healthy-mpirun-allreduce-perf-a100")) == []
+    line = _line_with("nccl-583-healthy-mpirun-allreduce-perf-a100", "algbw")
+    assert Scanner().classify(line) is None
+    assert Scanner().classify("#" + line) is None
+    # an error word elsewhere still is one
+    log = write(tmp_path / "t.log", line, "node1: Test CUDA failure common.cu:393 'out of memory'")
+    assert explain([log]) != []
+
+
+def test_a_summary_of_a_timeout_yields_to_torchs_record_of_it() -> None:
+    # verl-3873 (tuning): the poster's "(many NCCL timeout errors …)" comes first; the
+    # watchdog's record, which names the collective, is the evidence
+    root = explain(_case_logs("verl-3873-second-rollout-allreduce-timeout-worker-died"))[0]
+    assert root.cause == "collective-timeout"
+    assert "Watchdog caught collective operation timeout" in root.evidence.text

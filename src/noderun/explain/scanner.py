@@ -95,6 +95,10 @@ _NCCL_NO_PLUGIN = re.compile(
 # (a healthy NCCL teardown prints `comm 0x… rank 3 nranks 32 … - Abort COMPLETE`)
 # (a level marker, not a setting: "run with NCCL_DEBUG=INFO for details" is no INFO record)
 _INFO_LEVEL = re.compile(r"\bNCCL INFO\b|(^|[\s\[\]|:(-])INFO\b(?!=)")
+# nccl-tests' column header (src/common.cu: "#  size  count  type  redop  root  time  algbw
+# busbw  error …", "#wrong" since 2.13): names a column, reports nothing; its "#" is often
+# lost when the output is pasted as markdown
+_TEST_TABLE_HEADER = re.compile(r"\bsize\s+count\s+type\b.*\balgbw\s+busbw\s+(error|#wrong)\b")
 # the last line of a Python traceback: the exception's type and message
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)(:|$)")
 # NCCL (include/debug.h) reports failures at WARN level; its INFO lines are progress, retries
@@ -378,7 +382,9 @@ class Scanner:
             return None
         for pattern, signature in self.line_patterns:
             if pattern.search(text):
-                if signature.tier is Tier.LAST_RESORT and _INFO_LEVEL.search(text):
+                if signature.tier is Tier.LAST_RESORT and (
+                    _INFO_LEVEL.search(text) or _TEST_TABLE_HEADER.search(text)
+                ):
                     return None
                 if signature.tier is not Tier.SIGN and _NCCL_INFO.search(text):
                     return None  # NCCL says what failed with WARN; INFO is progress and retries

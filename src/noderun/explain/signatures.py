@@ -456,12 +456,16 @@ SIGNATURES: tuple[Signature, ...] = (
     # before the kernel's OOM killer would: "Task was killed due to the node running low on
     # memory." (Ray >= 2.55: "N worker(s) were killed …"), then "Memory on the node (IP: …) …
     # which exceeds the memory usage threshold of 0.95"; the GCS logs the worker's exit type
-    # NODE_OUT_OF_MEMORY. A ray.get of that task raises ray.exceptions.OutOfMemoryError
+    # NODE_OUT_OF_MEMORY. A ray.get of that task raises ray.exceptions.OutOfMemoryError. The
+    # raylet (node_manager.cc) also sums up each period's kills on the driver's console: "N
+    # Workers (tasks / actors) killed due to memory pressure (OOM), M Workers crashed due to
+    # other reasons at node (ID: …)" (N > 0: the same kills; N = 0 says nothing of memory)
     Signature(
         "out-of-memory",
         r"(Task was|\d+ worker\(s\) were) killed due to the node running low on memory|"
         r"which exceeds the memory usage threshold of \d|"
-        r"[Ee]xit[ _]type[:=]? ?=? ?NODE_OUT_OF_MEMORY",
+        r"[Ee]xit[ _]type[:=]? ?=? ?NODE_OUT_OF_MEMORY|"
+        r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         "Ray's memory monitor killed a worker: the node's host memory passed Ray's threshold",
         "hold less in host memory per worker (fewer actors or tasks per node, smaller batches or "
         "buffers, offloading less to CPU), or spread the work over more nodes; "
@@ -554,7 +558,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Call to ibv_modify_qp failed|"
         # NCCL's socket layer (misc/socket.cc): no socket of the bootstrap's address family
         # (no IP interface, or the one named has no address of that family)
-        r"Socket creation failed",
+        r"Socket creation failed|"
+        # the aws-ofi-nccl net plugin (libfabric: EFA, CXI/Slingshot, verbs providers) on a
+        # request the fabric could not complete: "NET/OFI Request 0x… completed with error. RC:
+        # <fi errno>. Error: <provider errno> (<provider text>)": RC 113 EHOSTUNREACH, 101
+        # ENETUNREACH, 110 ETIMEDOUT, or the provider saying the packet could not be delivered
+        # (CXI's C_RC_UNDELIVERABLE) or the destination is unreachable (EFA)
+        r"NET/OFI .*completed with error\. RC: (113|101|110)\b|"
+        r"NET/OFI .*completed with error\..*\((UNDELIVERABLE|[^)]*[Uu]nreachable[^)]*)\)",
         "the nodes cannot reach each other on this network interface",
         _IFACE_FIX,
     ),
@@ -796,11 +807,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective-timeout",
         r"[Cc]ollective operation timeout|"
         r"Timed out waiting \d+ms for (recv|send)|"
-        r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout|NCCL timeout|"
-        r"collective.*timed out",
+        r"failed to pass monitoredBarrier|ProcessGroupNCCL.*[Tt]imeout",
         "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
         "make every rank call the same collectives in the same order; find the stuck rank "
         "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
+    ),
+    # the same in summary words (a wrapper's or a person's "NCCL timeout", "the collective timed
+    # out"): torch's own records name the work (WorkNCCL(SeqNum=…, OpType=…)) and say it
+    # better, so within the same second they are the evidence
+    Signature(
+        "collective-timeout",
+        r"NCCL timeout|collective.*timed out",
+        "a collective did not complete in time: a rank is stuck, dead, or calls other collectives",
+        "make every rank call the same collectives in the same order; find the stuck rank "
+        "(TORCH_DISTRIBUTED_DEBUG=DETAIL); raise the timeout only for slow steps",
+        generic=True,
     ),
     # ProcessGroupNCCL's watchdog, when a work failed or timed out: what the NCCL WARN or the
     # timeout line before it says is the cause
