@@ -23,7 +23,7 @@ WHEEL_TESTS := tests/test_installed.py tests/test_rank_entry.py tests/backends/t
 	tests/backends/test_clean_exit.py tests/doctor tests/verbs/test_hand_started.py
 
 .PHONY: venv dev llm demo docs lab lab-down ssh-lab test test-unit test-lanes lane-local lane-local-a lane-local-b lane-slurm lane-slurm-a lane-slurm-b \
-	lane-ssh test-fast test-slurm test-ssh test-soak test-wheel test-torch-matrix bench build \
+	lane-ssh test-fast test-slurm test-ssh test-soak test-cpu test-wheel test-torch-matrix bench build \
 	lint clean
 
 $(BIN)/python:
@@ -127,6 +127,16 @@ test-slurm: dev lab
 
 test-ssh: dev ssh-lab
 	$(PYTEST) -m "ssh and not soak"
+
+# where the suite's CPU went (the budget on 2 cores): the lanes with each test's CPU logged and,
+# as root with Debian's acct, every process's (Slurm jobs and SSH hosts too); then the report
+CPU_DIR := build/cpu
+test-cpu: dev lab ssh-lab
+	@rm -rf $(CPU_DIR) && mkdir -p $(CPU_DIR) && touch $(CPU_DIR)/pacct
+	@-command -v accton >/dev/null && accton $(abspath $(CPU_DIR))/pacct
+	@NODERUN_TEST_CPU_LOG=$(abspath $(CPU_DIR))/tests.tsv $(MAKE) --no-print-directory test-lanes; \
+		rc=$$?; command -v accton >/dev/null && accton off; \
+		$(BIN)/python tests/cpu_report.py $(CPU_DIR); exit $$rc
 
 # statistical repeats (e.g. the plain DDP script 20 runs in a row); make test keeps a short form
 test-soak: dev lab ssh-lab
