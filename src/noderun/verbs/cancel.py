@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from noderun.errors import NoderunError, UsageError
 from noderun.verbs.options import OptionTable, positional, seconds, switch, value
@@ -208,7 +208,7 @@ def _ask_host(host: str, argv: list[str]) -> dict[str, list[int]] | None:
     if done.returncode != 0 or not lines:
         _say(f"host {host}: {(done.stderr.strip().splitlines() or ['no answer'])[-1]}")
         return None
-    answer = json.loads(lines[-1])
+    answer: dict[str, Any] = json.loads(lines[-1])
     if "killed" in answer:
         answer["killed"] = [answer["killed"]]
     return answer
