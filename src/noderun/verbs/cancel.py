@@ -187,12 +187,12 @@ def _on_hosts(seen: Observed, action: str) -> list[dict[str, list[int]]]:
     # every host at once: a rank signalled first agrees with its peers on a stop step about a
     # second later (preemption.CHECK_SEC), so a host asked one ssh round trip after another
     # could find its ranks already gone (and say none was asked)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(nodes), 32) or 1) as pool:
-        asked = [
-            pool.submit(_ask_host, host, ssh_argv(host, shlex.join([*remote, *its]), config=config))
-            for host, its in nodes.items()
-        ]
-        return [answer for future in asked if (answer := future.result()) is not None]
+    if not nodes:
+        return []
+    argvs = {h: ssh_argv(h, shlex.join([*remote, *its]), config=config) for h, its in nodes.items()}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(nodes), 32)) as pool:
+        answers = pool.map(lambda host: _ask_host(host, argvs[host]), nodes)
+        return [answer for answer in answers if answer is not None]
 
 
 def _ask_host(host: str, argv: list[str]) -> dict[str, list[int]] | None:
